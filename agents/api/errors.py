@@ -1,0 +1,63 @@
+"""One exception handler maps domain and framework errors to the error envelope.
+
+`{"error": {"code": "...", "message": "...", "fields": {...}}}`
+"""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_handler
+
+from agents.errors import DomainError
+
+FRAMEWORK_CODES = {
+    exceptions.ParseError: "MALFORMED_JSON",
+    exceptions.UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
+    exceptions.NotAuthenticated: "UNAUTHENTICATED",
+    exceptions.AuthenticationFailed: "UNAUTHENTICATED",
+    exceptions.PermissionDenied: "FORBIDDEN",
+    exceptions.NotFound: "NOT_FOUND",
+    exceptions.MethodNotAllowed: "METHOD_NOT_ALLOWED",
+    exceptions.Throttled: "THROTTLED",
+}
+
+
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def _flatten(detail, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            out.update(_flatten(value, name))
+    elif isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            out[prefix or "non_field_errors"] = " ".join(str(item) for item in detail)
+        else:
+            for index, item in enumerate(detail):
+                out.update(_flatten(item, f"{prefix}[{index}]"))
+    else:
+        out[prefix or "non_field_errors"] = str(detail)
+    return out
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(exc.detail)
+        first = next(iter(fields.items()), ("", "invalid"))
+        return Response(
+            error_body("INVALID_FIELDS", f"Invalid request: {first[0]}: {first[1]}", fields),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    response = drf_handler(exc, context)
+    if response is None:
+        return None
+    code = next((c for k, c in FRAMEWORK_CODES.items() if isinstance(exc, k)), "ERROR")
+    detail = getattr(exc, "detail", str(exc))
+    response.data = error_body(code, str(detail))
+    return response

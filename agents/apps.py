@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _after_migrate(sender, **kwargs) -> None:
+    # Permissions exist only after post_migrate of every app, hence a signal, not a migration.
+    from agents.models import LimitProfile
+    from agents.roles import ensure_groups
+
+    ensure_groups()
+    LimitProfile.objects.get_or_create(
+        name="default", defaults={"description": "DESIGN.md section 5 defaults"}
+    )
+
+
+class AgentsConfig(AppConfig):
+    name = "agents"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        post_migrate.connect(_after_migrate, sender=self)

@@ -1,0 +1,41 @@
+"""Domain errors raised by services. One exception handler maps them to HTTP; console views
+show them next to the form field or as a message."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    status = 400
+    code = "BAD_REQUEST"
+
+    def __init__(self, message: str, *, code: str | None = None, fields: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.fields = fields or {}
+
+
+class BadInput(DomainError):
+    status = 400
+    code = "BAD_INPUT"
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "NOT_FOUND"
+
+
+class Forbidden(DomainError):
+    status = 403
+    code = "FORBIDDEN"
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "CONFLICT"
+
+
+class TriggerLoop(DomainError):
+    status = 429
+    code = "TRIGGER_LOOP"

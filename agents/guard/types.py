@@ -1,0 +1,304 @@
+"""Plain data the guard core works on. No Django import anywhere in agents.guard.
+
+The service layer loads a `TaskState` from the locked task row, hands it to a core function
+which mutates it in place and returns an outcome, then writes the state back in the same
+transaction. Everything the core needs to decide lives on the task row (counters, window,
+signatures), so a decision costs the same at call 10 and at call 5,000.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+# -- states, decisions, reasons -------------------------------------------------------------
+
+RUNNING = "RUNNING"
+COMPLETED = "COMPLETED"
+PARTIAL = "PARTIAL"
+FAILED = "FAILED"
+NEEDS_HUMAN = "NEEDS_HUMAN"
+STOPPED = "STOPPED"
+TASK_STATES = (RUNNING, COMPLETED, PARTIAL, FAILED, NEEDS_HUMAN, STOPPED)
+TERMINAL_STATES = frozenset({COMPLETED, PARTIAL, FAILED, NEEDS_HUMAN, STOPPED})
+
+ALLOW = "ALLOW"
+EXECUTE = "EXECUTE"
+REUSE = "REUSE"
+BLOCK = "BLOCK"
+WAIT = "WAIT"
+STOP = "STOP"
+CONTINUE = "CONTINUE"
+DECISIONS = (ALLOW, EXECUTE, REUSE, BLOCK, WAIT, STOP, CONTINUE)
+
+READ = "read"
+WRITE = "write"
+
+# Ledger operation states.
+IN_FLIGHT = "IN_FLIGHT"
+OP_COMMITTED = "COMMITTED"
+UNKNOWN = "UNKNOWN"
+NOT_COMMITTED = "NOT_COMMITTED"
+OPERATION_STATES = (IN_FLIGHT, OP_COMMITTED, UNKNOWN, NOT_COMMITTED)
+
+# Tool result kinds.
+SUCCESS = "SUCCESS"
+RETRYABLE = "RETRYABLE"
+PENDING = "PENDING"
+PRECONDITION = "PRECONDITION"
+FATAL = "FATAL"
+NO_RESULT = "NO_RESULT"
+RESULT_KINDS = (SUCCESS, RETRYABLE, PENDING, PRECONDITION, FATAL, NO_RESULT)
+
+REASON_CODES: dict[str, str | None] = {
+    "goal_met": None,
+    "goal_unverified": "GUARD_BAD_INPUT",
+    "deadline": "GUARD_TIME_LIMIT",
+    "invalid_wait": "GUARD_TIME_LIMIT",
+    "model_budget": "GUARD_ROUND_LIMIT",
+    "request_budget": "GUARD_ROUND_LIMIT",
+    "execution_budget": "GUARD_ROUND_LIMIT",
+    "retry_budget": "GUARD_ROUND_LIMIT",
+    "poll_budget": "GUARD_ROUND_LIMIT",
+    "token_budget": "GUARD_TOKEN_LIMIT",
+    "cost_budget": "GUARD_COST_LIMIT",
+    "spend_cap": "GUARD_COST_LIMIT",
+    "same_call": "GUARD_LOOP_DETECTED",
+    "short_cycle": "GUARD_LOOP_DETECTED",
+    "no_progress": "GUARD_LOOP_DETECTED",
+    "repeated_output": "GUARD_LOOP_DETECTED",
+    "near_duplicate": "GUARD_LOOP_DETECTED",
+    "missing_operation_key": "GUARD_LEDGER",
+    "operation_conflict": "GUARD_LEDGER",
+    "unknown_commit": "GUARD_LEDGER",
+    "bad_result": "GUARD_BAD_INPUT",
+    "invalid_evidence": "GUARD_BAD_INPUT",
+    "executor_error": "GUARD_BAD_INPUT",
+    "fatal": "GUARD_TOOL_FAILED",
+    "precondition": "GUARD_TOOL_FAILED",
+    "operator_stop": "GUARD_STOPPED",
+    "agent_stop": "GUARD_STOPPED",
+    "agent_paused": "GUARD_STOPPED",
+}
+REASONS = tuple(REASON_CODES)
+
+BLOCK_CODE = "DUPLICATE_TOOL_CALL_BLOCKED"
+
+
+# -- limits ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Limits:
+    """DESIGN.md section 5. A task copies its profile's limits at creation."""
+
+    max_model_calls: int = 20
+    max_tool_requests: int = 40
+    max_tool_executions: int = 20
+    max_same_call: int = 2
+    repeat_action: str = "block"  # "block" | "stop"
+    max_cycle_period: int = 3
+    max_stagnant: int = 3
+    max_retries: int = 3
+    max_polls: int = 10
+    deadline_seconds: int = 900
+    max_tokens: int = 200_000
+    max_cost: Decimal = Decimal("5.00")
+    progress_mode: str = "evidence"  # "evidence" | "novelty"
+    near_duplicate_threshold: float | None = None
+    lease_seconds: int = 120
+
+    # Fields an agent may only tighten at task creation: lower is tighter for all numbers.
+    NUMERIC = (
+        "max_model_calls", "max_tool_requests", "max_tool_executions", "max_same_call",
+        "max_cycle_period", "max_stagnant", "max_retries", "max_polls", "deadline_seconds",
+        "max_tokens", "max_cost", "lease_seconds",
+    )  # fmt: skip
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Limits:
+        known = {k: v for k, v in raw.items() if k in cls.names()}
+        limits = cls(**known)
+        limits.max_cost = Decimal(str(limits.max_cost))
+        return limits
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["max_cost"] = str(self.max_cost)
+        return out
+
+
+# -- the task as the core sees it ------------------------------------------------------------
+
+
+@dataclass
+class WindowEntry:
+    """One step since the last progress: its fingerprint, tool and canonical args text.
+
+    The args text is kept only for the optional near-duplicate check.
+    """
+
+    fingerprint: str
+    tool: str
+    args: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"fp": self.fingerprint, "tool": self.tool, "args": self.args}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, str]) -> WindowEntry:
+        return cls(fingerprint=raw["fp"], tool=raw.get("tool", ""), args=raw.get("args", ""))
+
+
+@dataclass
+class TaskState:
+    """A mutable snapshot of one task row. Core functions change it in place."""
+
+    state: str
+    phase: int
+    limits: Limits
+    deadline_at: datetime
+    reason: str | None = None
+    model_calls: int = 0
+    tool_requests: int = 0
+    tool_executions: int = 0
+    retries: int = 0
+    polls: int = 0
+    tokens_used: int = 0
+    cost_spent: Decimal = Decimal("0")
+    cost_reserved: Decimal = Decimal("0")
+    revision: int = 0
+    stagnant: int = 0
+    window: list[WindowEntry] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)  # fingerprints already answered BLOCK
+    signatures: list[str] = field(default_factory=list)  # last action signatures, newest last
+    seen_hashes: list[str] = field(default_factory=list)  # data hashes, for novelty progress
+    milestones: list[str] = field(default_factory=list)
+    report: dict[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+# -- requests and outcomes -------------------------------------------------------------------
+
+
+@dataclass
+class AgentView:
+    paused: bool = False
+    daily_cap: Decimal | None = None
+    spent_today: Decimal = Decimal("0")  # settled + reserved today, all tasks of the agent
+
+
+@dataclass
+class ModelCallRequest:
+    estimate_cost: Decimal = Decimal("0")
+
+
+@dataclass
+class UsageReport:
+    reserved_cost: Decimal  # what the gate reserved for this model call
+    actual_cost: Decimal
+    tokens: int
+    signature: str  # "" when the model asked for no tool call
+
+
+@dataclass
+class OperationView:
+    """The ledger row for a write's operation_key, as seen under its row lock."""
+
+    state: str
+    fingerprint: str
+    lease_live: bool = False  # IN_FLIGHT and its lease has not expired
+    result: Any = None
+
+
+@dataclass
+class ToolRequest:
+    tool: str
+    args: dict[str, Any]
+    effect: str = READ
+    operation_key: str | None = None
+    job_id: str | None = None
+    ignore_fields: list[str] = field(default_factory=list)  # from the tool policy
+    near_duplicate_threshold: float | None = None  # tool policy overrides the task's limit
+
+
+@dataclass
+class ToolCallView:
+    """What the core needs of an EXECUTE'd call when its result arrives."""
+
+    tool: str
+    effect: str
+    fingerprint: str
+    args_text: str = ""
+    job_id: str | None = None
+
+
+@dataclass
+class ToolResult:
+    kind: str
+    data: Any = None
+    data_hash: str | None = None
+    wait_ms: int | None = None
+    job_id: str | None = None
+    attempts: int = 1
+    evidence: Any = None  # raw, validated by the core
+    code: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What a core function decided.
+
+    `stopped_now` is true when this call moved the task to a terminal state; the service then
+    builds and stores the report (see `core.build_report`) and writes the stop event.
+    """
+
+    decision: str
+    reason: str | None = None
+    stopped_now: bool = False
+    fingerprint: str | None = None
+    # tool request
+    claim: bool = False  # EXECUTE of a write: claim the ledger row IN_FLIGHT with a lease
+    observation: dict[str, Any] | None = None  # BLOCK
+    result: Any = None  # REUSE
+    retry_after_ms: int | None = None  # WAIT
+    # tool result: the ledger row's new state (None: unchanged) and its stored result
+    operation_state: str | None = None
+    operation_result: Any = None
+    wait_ms: int | None = None  # CONTINUE after RETRYABLE / PENDING
+    progress: bool = False
+    trigger: str | None = None  # a guard rule that fired without stopping (e.g. same_call BLOCK)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class GuardError(Exception):
+    """A request the core refuses outright (no state change), e.g. resuming a RUNNING task.
+
+    `code` is a stable machine word ("TASK_RUNNING", "TASK_COMPLETED", "BAD_GRANT",
+    "BAD_REASON") the service maps to its own domain error and HTTP status.
+    """
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class LimitError(Exception):
+    """Limits that fail validation; `fields` maps each bad field to a human sentence."""
+
+    def __init__(self, fields: dict[str, str]):
+        super().__init__("; ".join(f"{name}: {msg}" for name, msg in fields.items()))
+        self.fields = fields

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from agents.models import Agent, ApiToken, LimitProfile
+
+
+class Command(BaseCommand):
+    help = "Create an agent (or reuse it) and print a new API token as the last line."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name")
+        parser.add_argument("--namespace", default=None, help="ledger scope (default: the name)")
+        parser.add_argument("--profile", default=None, help="default limit profile")
+        parser.add_argument("--daily-cap", default=None, help="daily cost cap, e.g. 10.00")
+
+    def handle(self, *args, name, namespace, profile, daily_cap, **options):
+        cap = None
+        if daily_cap is not None:
+            try:
+                cap = Decimal(daily_cap)
+            except InvalidOperation:
+                raise CommandError(f"--daily-cap {daily_cap!r} is not a number") from None
+            if cap < 0:
+                raise CommandError("--daily-cap must be zero or more")
+        chosen = None
+        if profile:
+            chosen = LimitProfile.objects.filter(name=profile).first()
+            if chosen is None:
+                raise CommandError(f"no limit profile named {profile!r}")
+        with transaction.atomic():
+            agent, created = Agent.objects.get_or_create(
+                name=name,
+                defaults={"namespace": namespace or name, "default_profile": chosen,
+                          "daily_cost_cap": cap},
+            )  # fmt: skip
+            if not created:
+                if namespace:
+                    agent.namespace = namespace
+                if chosen:
+                    agent.default_profile = chosen
+                if cap is not None:
+                    agent.daily_cost_cap = cap
+                agent.save()
+            raw, key_hash, prefix = ApiToken.generate()
+            ApiToken.objects.create(agent=agent, key_hash=key_hash, prefix=prefix, name="cli")
+        self.stdout.write(f"{'created' if created else 'updated'} agent {agent.name} "
+                          f"(namespace {agent.namespace})")
+        self.stdout.write(raw)

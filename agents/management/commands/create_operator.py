@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from agents.models import ApiToken
+from agents.roles import ADMINS, OPERATORS, ensure_groups
+
+
+class Command(BaseCommand):
+    help = "Create an operator (or admin) user and print a new API token as the last line."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--password", default=None)
+        parser.add_argument("--admin", action="store_true", help="also limits, agents, tokens")
+
+    def handle(self, *args, username, password, admin, **options):
+        ensure_groups()
+        with transaction.atomic():
+            user, created = get_user_model().objects.get_or_create(username=username)
+            if password:
+                user.set_password(password)
+            elif created:
+                user.set_unusable_password()
+            user.is_staff = admin
+            user.save()
+            user.groups.add(Group.objects.get(name=OPERATORS))
+            if admin:
+                user.groups.add(Group.objects.get(name=ADMINS))
+            raw, key_hash, prefix = ApiToken.generate()
+            ApiToken.objects.create(user=user, key_hash=key_hash, prefix=prefix, name="cli")
+        role = "admin" if admin else "operator"
+        self.stdout.write(f"{'created' if created else 'updated'} {role} {username}")
+        self.stdout.write(raw)

@@ -1,0 +1,386 @@
+"""Agents, tokens, limit profiles, tasks, phases and the trace.
+
+Counters and the detection window live on the task row so that one decision reads and writes one
+row, whatever the length of the trace. Database constraints carry what they can.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from agents.guard import types as g
+
+STATE_CHOICES = [(s, s) for s in g.TASK_STATES]
+REASON_CHOICES = [(r, r) for r in g.REASONS]
+DECISION_CHOICES = [(d, d) for d in g.DECISIONS]
+EFFECT_CHOICES = [(g.READ, g.READ), (g.WRITE, g.WRITE)]
+MONEY = {"max_digits": 14, "decimal_places": 6}
+
+
+class LimitProfile(models.Model):
+    """A named set of limits (DESIGN.md section 5). Tasks copy them at creation."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    max_model_calls = models.PositiveIntegerField(default=20)
+    max_tool_requests = models.PositiveIntegerField(default=40)
+    max_tool_executions = models.PositiveIntegerField(default=20)
+    max_same_call = models.PositiveIntegerField(default=2, validators=[MinValueValidator(1)])
+    repeat_action = models.CharField(
+        max_length=8, default="block", choices=[("block", "block"), ("stop", "stop")]
+    )
+    max_cycle_period = models.PositiveIntegerField(default=3)
+    max_stagnant = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1)])
+    max_retries = models.PositiveIntegerField(default=3)
+    max_polls = models.PositiveIntegerField(default=10)
+    deadline_seconds = models.PositiveIntegerField(default=900, validators=[MinValueValidator(1)])
+    max_tokens = models.PositiveBigIntegerField(default=200_000)
+    max_cost = models.DecimalField(default=Decimal("5.00"), **MONEY)
+    progress_mode = models.CharField(
+        max_length=8, default="evidence", choices=[("evidence", "evidence"), ("novelty", "novelty")]
+    )
+    near_duplicate_threshold = models.FloatField(null=True, blank=True)
+    lease_seconds = models.PositiveIntegerField(default=120, validators=[MinValueValidator(1)])
+    max_tasks_per_trigger = models.PositiveIntegerField(default=5)
+    trigger_window_seconds = models.PositiveIntegerField(default=3600)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_cost__gte=0), name="profile_max_cost_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(near_duplicate_threshold__isnull=True)
+                | Q(near_duplicate_threshold__gte=0, near_duplicate_threshold__lte=1),
+                name="profile_near_duplicate_in_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def limits(self) -> g.Limits:
+        return g.Limits.from_dict({name: getattr(self, name) for name in g.Limits.names()})
+
+
+class Agent(models.Model):
+    """An identity that runs tasks. `paused` is the agent-level kill switch."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    namespace = models.CharField(max_length=100)
+    default_profile = models.ForeignKey(
+        LimitProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    daily_cost_cap = models.DecimalField(null=True, blank=True, **MONEY)
+    paused = models.BooleanField(default=False)
+    paused_reason = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [
+            ("pause_agent", "Can pause and unpause an agent"),
+            ("manage_tokens", "Can issue and revoke API tokens"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentDay(models.Model):
+    """An agent's money for one UTC day: settled spend and open reservations.
+
+    Kept as a row so the spend-cap check reads one row instead of summing the day's calls.
+    """
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="days")
+    day = models.DateField()
+    spent = models.DecimalField(default=Decimal("0"), **MONEY)
+    reserved = models.DecimalField(default=Decimal("0"), **MONEY)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "day"], name="agent_day_unique"),
+            models.CheckConstraint(condition=Q(spent__gte=0), name="agent_day_spent_non_negative"),
+            models.CheckConstraint(
+                condition=Q(reserved__gte=0), name="agent_day_reserved_non_negative"
+            ),
+        ]
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A bearer token, stored as its SHA-256. Belongs to an agent or to a user (operator)."""
+
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    name = models.CharField(max_length=100, blank=True)
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="tokens"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(agent__isnull=False) & Q(user__isnull=True))
+                | (Q(agent__isnull=True) & Q(user__isnull=False)),
+                name="token_has_exactly_one_owner",
+            )
+        ]
+
+    @staticmethod
+    def generate() -> tuple[str, str, str]:
+        """Returns (raw token, its hash, its display prefix). The raw token is shown once."""
+        raw = "lw_" + secrets.token_urlsafe(32)
+        return raw, hash_token(raw), raw[:10]
+
+
+class Task(models.Model):
+    """One user goal: state, limits, usage counters, verified revision and detection window."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="tasks")
+    profile = models.ForeignKey(
+        LimitProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    goal = models.TextField()
+    external_ref = models.CharField(max_length=200, blank=True)
+    trigger_key = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=12, choices=STATE_CHOICES, default=g.RUNNING)
+    reason = models.CharField(max_length=32, choices=REASON_CHOICES, blank=True)
+    phase = models.PositiveIntegerField(default=1)
+    limits = models.JSONField()
+    deadline_at = models.DateTimeField()
+    # usage counters: never reset, not even by a resume
+    model_calls = models.PositiveIntegerField(default=0)
+    tool_requests = models.PositiveIntegerField(default=0)
+    tool_executions = models.PositiveIntegerField(default=0)
+    retries = models.PositiveIntegerField(default=0)
+    polls = models.PositiveIntegerField(default=0)
+    tokens_used = models.PositiveBigIntegerField(default=0)
+    cost_spent = models.DecimalField(default=Decimal("0"), **MONEY)
+    cost_reserved = models.DecimalField(default=Decimal("0"), **MONEY)
+    # progress and detection
+    revision = models.BigIntegerField(default=0)
+    stagnant = models.PositiveIntegerField(default=0)
+    window = models.JSONField(default=list)
+    blocked = models.JSONField(default=list)
+    signatures = models.JSONField(default=list)
+    seen_hashes = models.JSONField(default=list)
+    milestones = models.JSONField(default=list)
+    report = models.JSONField(null=True, blank=True)
+    trace_seq = models.PositiveIntegerField(default=0)  # orders model and tool calls together
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [
+            ("stop_task", "Can stop a task"),
+            ("resume_task", "Can resume a task"),
+            ("change_task_limits", "Can change a task's limits"),
+        ]
+        indexes = [
+            models.Index(fields=["state", "deadline_at"], name="task_state_deadline"),
+            models.Index(fields=["agent", "trigger_key", "created_at"], name="task_trigger"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=g.TASK_STATES), name="task_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(cost_spent__gte=0) & Q(cost_reserved__gte=0),
+                name="task_cost_non_negative",
+            ),
+            models.CheckConstraint(condition=Q(phase__gte=1), name="task_phase_positive"),
+            models.CheckConstraint(
+                condition=Q(state="RUNNING", reason="") | ~Q(state="RUNNING"),
+                name="task_running_has_no_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.goal[:40]} ({self.state})"
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in g.TERMINAL_STATES
+
+    @property
+    def code(self) -> str | None:
+        return g.REASON_CODES.get(self.reason) if self.reason else None
+
+
+class Phase(models.Model):
+    """An execution stage. Phase 1 starts at creation, each authorized resume starts the next."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="phases")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField(auto_now_add=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    reason = models.TextField(blank=True)
+    grant = models.JSONField(default=dict)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_state = models.CharField(max_length=12, blank=True)
+    end_reason = models.CharField(max_length=32, blank=True)
+    report = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["task", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "number"], name="phase_unique_number")
+        ]
+
+
+class ModelCall(models.Model):
+    """One request to the model-call gate, and its usage report once settled."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="model_call_rows")
+    seq = models.PositiveIntegerField()
+    phase = models.PositiveIntegerField()
+    round = models.PositiveIntegerField(null=True, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    decision = models.CharField(max_length=8, choices=DECISION_CHOICES)
+    reason = models.CharField(max_length=32, blank=True)
+    est_prompt_tokens = models.PositiveIntegerField(default=0)
+    max_output_tokens = models.PositiveIntegerField(default=0)
+    reserved_cost = models.DecimalField(default=Decimal("0"), **MONEY)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.DecimalField(null=True, blank=True, **MONEY)
+    signature = models.CharField(max_length=64, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+    expired = models.BooleanField(default=False)  # reservation charged as reserved by the sweep
+
+    class Meta:
+        ordering = ["task", "seq"]
+        indexes = [models.Index(fields=["decision", "settled_at", "created_at"], name="mc_unsettled")]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="model_call_seq")]
+
+
+class ToolCall(models.Model):
+    """One request to the tool gate, with its decision and, once reported, its result."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="tool_call_rows")
+    seq = models.PositiveIntegerField()
+    phase = models.PositiveIntegerField()
+    model_call = models.ForeignKey(
+        ModelCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="requested_tool_calls"
+    )
+    call_id = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=200)
+    args = models.JSONField(default=dict)
+    effect = models.CharField(max_length=5, choices=EFFECT_CHOICES)
+    operation_key = models.CharField(max_length=300, blank=True)
+    job_id = models.CharField(max_length=200, blank=True)
+    fingerprint = models.CharField(max_length=64, blank=True)
+    args_text = models.TextField(blank=True)
+    decision = models.CharField(max_length=8, choices=DECISION_CHOICES)
+    reason = models.CharField(max_length=32, blank=True)
+    operation = models.ForeignKey(
+        "ledger.Operation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tool_calls",
+    )
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    result_kind = models.CharField(max_length=32, blank=True)
+    result_code = models.CharField(max_length=100, blank=True)
+    result_data = models.JSONField(null=True, blank=True)
+    result_error = models.TextField(blank=True)
+    evidence = models.JSONField(null=True, blank=True)
+    result_decision = models.CharField(max_length=8, blank=True)
+    result_reason = models.CharField(max_length=32, blank=True)
+    revision_after = models.BigIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    reported_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["task", "seq"]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="tool_call_seq")]
+
+
+class Event(models.Model):
+    """Append-only audit and trace log: guard triggers, stops, resumes, reconciliations."""
+
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    operation = models.ForeignKey(
+        "ledger.Operation", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    kind = models.CharField(max_length=40, db_index=True)
+    phase = models.PositiveIntegerField(null=True, blank=True)
+    actor = models.CharField(max_length=150)  # "agent:<name>", "user:<username>", "system:<job>"
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    reason = models.TextField(blank=True)
+    code = models.CharField(max_length=40, blank=True)
+    detail = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class ToolPolicy(models.Model):
+    """Per-tool settings: fields ignored by the fingerprint, near-duplicate, reconciler URL."""
+
+    tool = models.CharField(max_length=200, unique=True)
+    ignore_fields = models.JSONField(default=list, blank=True)
+    near_duplicate_threshold = models.FloatField(null=True, blank=True)
+    reconcile_url = models.URLField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "tool policies"
+        ordering = ["tool"]
+
+
+class ModelPrice(models.Model):
+    """Price per million tokens, used to reserve before and settle after a model call.
+
+    The row named "*" is the default for models without their own row.
+    """
+
+    model = models.CharField(max_length=100, unique=True)
+    input_per_million = models.DecimalField(default=Decimal("0"), **MONEY)
+    output_per_million = models.DecimalField(default=Decimal("0"), **MONEY)
+
+    class Meta:
+        ordering = ["model"]

@@ -1,0 +1,123 @@
+"""Reads: the JSON shapes of tasks, traces and operations, and filtered lists."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from agents.guard import core
+from agents.models import Agent, Event, ModelCall, Task, ToolCall
+from agents.services.snapshot import to_state
+from ledger.models import Operation
+
+
+def task_json(task: Task) -> dict:
+    state = to_state(task)
+    return {
+        "id": str(task.pk),
+        "agent": task.agent.name,
+        "goal": task.goal,
+        "external_ref": task.external_ref,
+        "trigger_key": task.trigger_key,
+        "profile": task.profile.name if task.profile_id else None,
+        "state": task.state,
+        "reason": task.reason or None,
+        "code": task.code,
+        "phase": task.phase,
+        "limits": task.limits,
+        "usage": core.usage(state),
+        "remaining": core.remaining(state),
+        "revision": task.revision,
+        "stagnant": task.stagnant,
+        "deadline_at": task.deadline_at.isoformat(),
+        "created_at": task.created_at.isoformat(),
+        "updated_at": task.updated_at.isoformat(),
+        "report": task.report,
+    }
+
+
+def tasks_for(*, agent: Agent | None, state: str = "", agent_name: str = "") -> QuerySet[Task]:
+    query = Task.objects.select_related("agent", "profile").order_by("-created_at")
+    if agent is not None:
+        query = query.filter(agent=agent)
+    if state:
+        query = query.filter(state=state)
+    if agent_name:
+        query = query.filter(agent__name=agent_name)
+    return query
+
+
+def model_call_json(call: ModelCall) -> dict:
+    return {
+        "type": "model_call", "id": call.pk, "seq": call.seq, "phase": call.phase,
+        "round": call.round, "model": call.model, "decision": call.decision,
+        "reason": call.reason or None, "reserved_cost": str(call.reserved_cost),
+        "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
+        "cost": str(call.cost) if call.cost is not None else None,
+        "tool_calls": call.tool_calls, "created_at": call.created_at.isoformat(),
+        "settled_at": call.settled_at.isoformat() if call.settled_at else None,
+    }  # fmt: skip
+
+
+def tool_call_json(call: ToolCall) -> dict:
+    return {
+        "type": "tool_call", "id": call.pk, "seq": call.seq, "phase": call.phase,
+        "tool": call.tool, "args": call.args, "effect": call.effect,
+        "operation_key": call.operation_key or None, "job_id": call.job_id or None,
+        "call_id": call.call_id or None, "model_call": call.model_call_id,
+        "fingerprint": call.fingerprint, "decision": call.decision,
+        "reason": call.reason or None, "result_kind": call.result_kind or None,
+        "result_decision": call.result_decision or None,
+        "result_reason": call.result_reason or None,
+        "revision_after": call.revision_after, "duration_ms": call.duration_ms,
+        "created_at": call.created_at.isoformat(),
+        "reported_at": call.reported_at.isoformat() if call.reported_at else None,
+    }  # fmt: skip
+
+
+def event_json(event: Event) -> dict:
+    return {
+        "type": "event", "id": event.pk, "kind": event.kind, "phase": event.phase,
+        "actor": event.actor, "reason": event.reason, "code": event.code or None,
+        "detail": event.detail, "created_at": event.created_at.isoformat(),
+    }  # fmt: skip
+
+
+def trace_json(task: Task) -> dict:
+    calls = [model_call_json(c) for c in task.model_call_rows.all()] + [
+        tool_call_json(c) for c in task.tool_call_rows.all()
+    ]
+    calls.sort(key=lambda row: row["seq"])
+    return {
+        "task": str(task.pk),
+        "calls": calls,
+        "events": [event_json(e) for e in task.events.all()],
+    }
+
+
+def operation_json(operation: Operation, *, with_history: bool = False) -> dict:
+    body = {
+        "id": operation.pk,
+        "namespace": operation.namespace,
+        "key": operation.operation_key,
+        "tool": operation.tool,
+        "args": operation.args,
+        "fingerprint": operation.fingerprint,
+        "state": operation.state,
+        "task": str(operation.task_id),
+        "result": operation.result,
+        "claimed_at": operation.claimed_at.isoformat(),
+        "lease_expires_at": operation.lease_expires_at.isoformat()
+        if operation.lease_expires_at
+        else None,
+        "committed_at": operation.committed_at.isoformat() if operation.committed_at else None,
+    }
+    if with_history:
+        body["reconciliations"] = [
+            {
+                "verdict": r.verdict, "previous_state": r.previous_state, "note": r.note,
+                "result": r.result, "actor": r.actor, "automatic": r.automatic,
+                "created_at": r.created_at.isoformat(),
+            }  # fmt: skip
+            for r in operation.reconciliations.all()
+        ]
+    return body

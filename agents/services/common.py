@@ -1,0 +1,76 @@
+"""Pieces every service shares: locking a task, numbering trace rows, prices, agent days."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date
+from decimal import Decimal
+
+from django.db.models import F
+
+from agents.errors import NotFound
+from agents.guard import types as g
+from agents.models import Agent, AgentDay, ModelPrice, Task
+
+MILLION = Decimal(1_000_000)
+
+
+def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
+    """Take the task row lock (SELECT ... FOR UPDATE) for the rest of the transaction.
+
+    Every decision on a task runs under this lock, so gates, results, stops and resumes of one
+    task are serialized whichever web worker handles them. An agent only sees its own tasks:
+    another agent's task is answered like a missing one.
+    """
+    query = Task.objects.select_for_update()
+    if agent is not None:
+        query = query.filter(agent=agent)
+    try:
+        return query.get(pk=task_id)
+    except (Task.DoesNotExist, ValueError):
+        raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
+
+
+def next_seq(task: Task) -> int:
+    task.trace_seq += 1
+    return task.trace_seq
+
+
+def price_of(model: str) -> tuple[Decimal, Decimal]:
+    rows = {
+        row.model: row
+        for row in ModelPrice.objects.filter(model__in=[model or "*", "*"])
+    }
+    row = rows.get(model) or rows.get("*")
+    if row is None:
+        return Decimal(0), Decimal(0)
+    return row.input_per_million, row.output_per_million
+
+
+def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    per_in, per_out = price_of(model)
+    return ((per_in * prompt_tokens + per_out * completion_tokens) / MILLION).quantize(
+        Decimal("0.000001")
+    )
+
+
+def lock_agent_day(agent_id: int, day: date) -> AgentDay:
+    """The agent's money row for `day`, locked. Taken after the task lock, never before."""
+    AgentDay.objects.bulk_create([AgentDay(agent_id=agent_id, day=day)], ignore_conflicts=True)
+    return AgentDay.objects.select_for_update().get(agent_id=agent_id, day=day)
+
+
+def agent_view(agent_id: int, day_row: AgentDay | None) -> g.AgentView:
+    paused, cap = Agent.objects.filter(pk=agent_id).values_list("paused", "daily_cost_cap").get()
+    spent = (day_row.spent + day_row.reserved) if day_row else Decimal(0)
+    return g.AgentView(paused=paused, daily_cap=cap, spent_today=spent)
+
+
+def move_day_money(agent_id: int, day: date, *, reserved: Decimal = Decimal(0),
+                   spent: Decimal = Decimal(0)) -> None:
+    """Add to (or, with negatives, release from) an agent day's reserved and spent money."""
+    AgentDay.objects.bulk_create([AgentDay(agent_id=agent_id, day=day)], ignore_conflicts=True)
+    AgentDay.objects.filter(agent_id=agent_id, day=day).update(
+        reserved=F("reserved") + reserved, spent=F("spent") + spent
+    )
+

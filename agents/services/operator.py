@@ -1,0 +1,199 @@
+"""What operators and admins do to tasks and agents: stop, resume, limits, pause.
+
+Console views, API views and Celery jobs call these; each writes its audit event in the same
+transaction as the change.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.errors import BadInput, Conflict, NotFound
+from agents.guard import core
+from agents.guard import types as g
+from agents.models import Agent, Event, Phase, Task
+from agents.services import hooks
+from agents.services.common import lock_task
+from agents.services.snapshot import apply_state, close_phase_and_report, operations_touched, to_state
+from ledger.models import Operation
+
+GRANT_KEYS = ("model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens",
+              "cost", "seconds")  # fmt: skip
+
+
+def actor_name(user) -> str:
+    return f"user:{user.get_username()}" if user is not None else "system"
+
+
+def task_stop(
+    *,
+    task_id: uuid.UUID | str,
+    reason: str = "",
+    request_id: str = "",
+    user=None,
+    agent: Agent | None = None,
+    actor: str | None = None,
+) -> Task:
+    """Stop a task: STOPPED/operator_stop (a user), or agent_stop (the task's own agent).
+
+    Locks the task row, so a stop and a racing tool request are serialized: once the stop has
+    committed, no request is answered EXECUTE. Idempotent: stopping a terminal task, or
+    repeating a request_id, changes nothing and answers the task as it is.
+    """
+    now = timezone.now()
+    guard_reason = "agent_stop" if agent is not None else "operator_stop"
+    who = actor or (f"agent:{agent.name}" if agent is not None else actor_name(user))
+    with transaction.atomic():
+        task = lock_task(task_id, agent=agent)
+        if request_id and task.events.filter(
+            kind="stop_requested", detail__request_id=request_id
+        ).exists():
+            return task
+        state = to_state(task)
+        outcome = core.stop(state, guard_reason, now)
+        Event.objects.create(
+            task=task, agent_id=task.agent_id, kind="stop_requested", phase=task.phase,
+            actor=who, actor_user=user, reason=reason,
+            detail={"request_id": request_id, "applied": outcome.stopped_now},
+        )  # fmt: skip
+        if outcome.stopped_now:
+            close_phase_and_report(task, state, now, actor=who, actor_user=user, note=reason)
+            task.save()
+    hooks.decision_logged(task, "stop", outcome)
+    return task
+
+
+def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
+    grant = grant or {}
+    if not isinstance(grant, dict):
+        raise BadInput("grant must be an object.", code="BAD_GRANT", fields={"grant": "object"})
+    errors: dict[str, str] = {}
+    parsed: dict[str, Any] = {}
+    for key, value in grant.items():
+        if key not in GRANT_KEYS:
+            errors[key] = f"unknown grant; use one of {', '.join(GRANT_KEYS)}"
+            continue
+        if value in (None, ""):
+            continue
+        try:
+            number = Decimal(str(value)) if key == "cost" else int(value)
+        except Exception:
+            errors[key] = "must be a number"
+            continue
+        if isinstance(value, bool) or (key != "cost" and isinstance(value, float)):
+            errors[key] = "must be a whole number"
+            continue
+        if number < 0:
+            errors[key] = "must be zero or more"
+            continue
+        parsed[key] = number
+    if errors:
+        raise BadInput("The grant is not valid.", code="BAD_GRANT",
+                       fields={f"grant.{k}": v for k, v in errors.items()})
+    return parsed
+
+
+def task_resume(
+    *, task_id: uuid.UUID | str, user, reason: str, grant: dict[str, Any] | None = None
+) -> Task:
+    """Authorize a new phase of a stopped task. Locks the task row.
+
+    Refused while an operation the task touched is UNKNOWN or IN_FLIGHT (reconcile first), or
+    while the task is RUNNING or COMPLETED. Usage and the detection window stay; the grant
+    raises limits; `stagnant` starts again from 0.
+    """
+    if not (reason or "").strip():
+        raise BadInput("A reason is required to resume.", code="REASON_REQUIRED",
+                       fields={"reason": "required"})
+    parsed = _parse_grant(grant)
+    now = timezone.now()
+    with transaction.atomic():
+        task = lock_task(task_id)
+        open_ops = list(
+            operations_touched(task)
+            .filter(state__in=[g.UNKNOWN, g.IN_FLIGHT])
+            .values_list("operation_key", flat=True)
+        )
+        if open_ops:
+            raise Conflict(
+                "Reconcile these operations before resuming: " + ", ".join(open_ops),
+                code="OPERATIONS_UNRESOLVED",
+                fields={"operations": open_ops},
+            )
+        state = to_state(task)
+        try:
+            core.resume(state, parsed, now)
+        except g.GuardError as exc:
+            raise Conflict(exc.message, code=exc.code) from None
+        apply_state(task, state)
+        task.ended_at = None
+        task.save()
+        Phase.objects.create(
+            task=task, number=task.phase, started_by=user, reason=reason,
+            grant={k: str(v) for k, v in parsed.items()},
+        )  # fmt: skip
+        Event.objects.create(
+            task=task, agent_id=task.agent_id, kind="task_resumed", phase=task.phase,
+            actor=actor_name(user), actor_user=user, reason=reason,
+            detail={"grant": {k: str(v) for k, v in parsed.items()}},
+        )  # fmt: skip
+    return task
+
+
+def task_set_limits(*, task_id: uuid.UUID | str, user, changes: dict[str, Any], reason: str = "") -> Task:
+    """An admin changes a task's own limits. Locks the task row; usage is untouched."""
+    if not isinstance(changes, dict) or not changes:
+        raise BadInput("Give the limits to change.", code="BAD_LIMITS",
+                       fields={"limits": "object with at least one field"})
+    try:
+        clean = core.validate_limits(changes, partial=True)
+    except g.LimitError as exc:
+        raise BadInput("The limits are not valid.", code="BAD_LIMITS", fields=exc.fields) from None
+    with transaction.atomic():
+        task = lock_task(task_id)
+        before = dict(task.limits)
+        merged = {**before, **g.Limits.from_dict({**before, **clean}).to_dict()}
+        if "deadline_seconds" in clean:
+            delta = int(merged["deadline_seconds"]) - int(before["deadline_seconds"])
+            task.deadline_at = task.deadline_at + timedelta(seconds=delta)
+        task.limits = merged
+        task.save()
+        Event.objects.create(
+            task=task, agent_id=task.agent_id, kind="limits_changed", phase=task.phase,
+            actor=actor_name(user), actor_user=user, reason=reason,
+            detail={"before": {k: before.get(k) for k in clean},
+                    "after": {k: merged[k] for k in clean}},
+        )  # fmt: skip
+    return task
+
+
+def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
+    """Pause or unpause an agent: the kill switch for all its tasks. Locks the agent row.
+
+    A paused agent's next gate or tool request stops its task with agent_paused.
+    """
+    if not (reason or "").strip():
+        raise BadInput("A reason is required.", code="REASON_REQUIRED", fields={"reason": "required"})
+    with transaction.atomic():
+        try:
+            agent = Agent.objects.select_for_update().get(name=name)
+        except Agent.DoesNotExist:
+            raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
+        agent.paused = paused
+        agent.paused_reason = reason if paused else ""
+        agent.save(update_fields=["paused", "paused_reason"])
+        Event.objects.create(
+            agent=agent, kind="agent_paused" if paused else "agent_unpaused",
+            actor=actor_name(user), actor_user=user, reason=reason,
+        )  # fmt: skip
+    return agent
+
+
+def unresolved_operations(task: Task) -> list[Operation]:
+    return list(operations_touched(task).filter(state__in=[g.UNKNOWN, g.IN_FLIGHT]))

@@ -1,0 +1,394 @@
+"""The runner services agents call through the API: gate, usage, tool request, result, finish.
+
+Each one is a single transaction: lock the task row, run the guard core, persist the task, the
+trace row and the events. The rules themselves live only in `agents.guard.core`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.errors import Conflict, NotFound
+from agents.guard import core
+from agents.guard import types as g
+from agents.models import Agent, Event, ModelCall, Task, ToolCall, ToolPolicy
+from agents.services import hooks
+from agents.services.common import (
+    agent_view,
+    cost_of,
+    lock_agent_day,
+    lock_task,
+    move_day_money,
+    next_seq,
+)
+from agents.services.snapshot import apply_state, close_phase_and_report, to_state
+from ledger.models import Operation
+
+
+def _finish_decision(task: Task, state: g.TaskState, outcome: g.Outcome, now, actor: str) -> None:
+    if outcome.stopped_now:
+        close_phase_and_report(task, state, now, actor=actor)
+    else:
+        apply_state(task, state)
+    task.save()
+
+
+def model_call_gate(
+    *,
+    task_id: uuid.UUID | str,
+    agent: Agent,
+    model: str = "",
+    est_prompt_tokens: int = 0,
+    max_output_tokens: int = 0,
+) -> tuple[Task, ModelCall, g.Outcome]:
+    """Ask before a paid model call. Locks the task row, then the agent's day row.
+
+    Keeps: model calls never exceed the limit; the estimate is reserved on the task and on the
+    agent's day before ALLOW is answered, so racing gates cannot overspend together.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        task = lock_task(task_id, agent=agent)
+        state = to_state(task)
+        estimate = cost_of(model, est_prompt_tokens, max_output_tokens)
+        day = lock_agent_day(agent.pk, now.date()) if not task.terminal else None
+        outcome = core.gate_model_call(
+            state, g.ModelCallRequest(estimate_cost=estimate), agent_view(agent.pk, day), now
+        )
+        allowed = outcome.decision == g.ALLOW
+        call = ModelCall.objects.create(
+            task=task,
+            seq=next_seq(task),
+            phase=task.phase,
+            round=state.model_calls if allowed else None,
+            model=model,
+            decision=outcome.decision,
+            reason="" if allowed else (state.reason or ""),
+            est_prompt_tokens=est_prompt_tokens,
+            max_output_tokens=max_output_tokens,
+            reserved_cost=estimate if allowed else Decimal(0),
+        )
+        if allowed:
+            move_day_money(agent.pk, now.date(), reserved=estimate)
+        _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+    hooks.decision_logged(task, "model_call", outcome, model_call=call)
+    return task, call, outcome
+
+
+def model_call_usage(
+    *,
+    task_id: uuid.UUID | str,
+    agent: Agent,
+    model_call_id: int,
+    prompt_tokens: int,
+    completion_tokens: int,
+    tool_calls: list[dict[str, Any]] | None = None,
+    output_text: str | None = None,
+) -> tuple[Task, g.Outcome]:
+    """Settle a model call: the actual cost replaces the reservation. Locks the task row.
+
+    Always recorded, even after the task stopped: the money was spent.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        task = lock_task(task_id, agent=agent)
+        call = _allowed_model_call(task, model_call_id)
+        actual = cost_of(call.model, prompt_tokens, completion_tokens)
+        # A reservation the sweep already charged as reserved is not charged twice.
+        reserved = Decimal(0) if call.expired else call.reserved_cost
+        charged = max(actual - call.reserved_cost, Decimal(0)) if call.expired else actual
+        signature = core.action_signature(tool_calls)
+        state = to_state(task)
+        outcome = core.settle_usage(
+            state,
+            g.UsageReport(
+                reserved_cost=reserved,
+                actual_cost=charged,
+                tokens=prompt_tokens + completion_tokens,
+                signature=signature,
+            ),
+            now,
+        )
+        day = call.created_at.date()
+        move_day_money(agent.pk, day, reserved=-reserved, spent=charged)
+        call.prompt_tokens = prompt_tokens
+        call.completion_tokens = completion_tokens
+        call.cost = actual
+        call.signature = signature
+        call.tool_calls = tool_calls
+        call.settled_at = now
+        call.save()
+        _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+    hooks.decision_logged(task, "usage", outcome, model_call=call)
+    return task, outcome
+
+
+def _allowed_model_call(task: Task, model_call_id: int) -> ModelCall:
+    try:
+        call = ModelCall.objects.get(task=task, pk=model_call_id)
+    except ModelCall.DoesNotExist:
+        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND") from None
+    if call.decision != g.ALLOW:
+        raise Conflict(
+            "This model call was not allowed; there is no usage to report.",
+            code="MODEL_CALL_NOT_ALLOWED",
+        )
+    if call.settled_at is not None:
+        raise Conflict(
+            "Usage for this model call was already reported.", code="USAGE_ALREADY_REPORTED"
+        )
+    return call
+
+
+class _KeyRace(Exception):
+    """Another transaction inserted the same operation key first; decide again."""
+
+
+def tool_call_request(
+    *,
+    task_id: uuid.UUID | str,
+    agent: Agent,
+    tool: str,
+    args: dict[str, Any],
+    effect: str,
+    operation_key: str | None = None,
+    job_id: str | None = None,
+    call_id: str = "",
+    model_call_id: int | None = None,
+) -> tuple[Task, ToolCall, g.Outcome]:
+    """Ask before a tool execution. Locks the task row, then the ledger row of the key.
+
+    Keeps: two workers, in one task or in different tasks of a namespace, never both get
+    EXECUTE for one operation key. The ledger row is locked (or inserted) in the same
+    transaction that decides; when two transactions insert a new key at once, the unique
+    constraint lets one win and the other decides again and sees the claim.
+    """
+    for _attempt in range(3):
+        try:
+            return _tool_call_request_once(
+                task_id=task_id, agent=agent, tool=tool, args=args, effect=effect,
+                operation_key=operation_key, job_id=job_id, call_id=call_id,
+                model_call_id=model_call_id,
+            )  # fmt: skip
+        except _KeyRace:
+            continue
+    raise Conflict("The operation key is contended; retry.", code="OPERATION_CONTENDED")
+
+
+def _tool_call_request_once(
+    *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id
+) -> tuple[Task, ToolCall, g.Outcome]:
+    now = timezone.now()
+    policy = ToolPolicy.objects.filter(tool=tool).first()
+    request = g.ToolRequest(
+        tool=tool,
+        args=args,
+        effect=effect,
+        operation_key=operation_key or None,
+        job_id=job_id or None,
+        ignore_fields=list(policy.ignore_fields) if policy else [],
+        near_duplicate_threshold=policy.near_duplicate_threshold if policy else None,
+    )
+    try:
+        with transaction.atomic():
+            task = lock_task(task_id, agent=agent)
+            if model_call_id is not None and not task.model_call_rows.filter(
+                pk=model_call_id
+            ).exists():
+                raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
+            operation = None
+            if effect == g.WRITE and operation_key and not task.terminal:
+                operation = (
+                    Operation.objects.select_for_update()
+                    .filter(namespace=agent.namespace, operation_key=operation_key)
+                    .first()
+                )
+            state = to_state(task)
+            view = None
+            if operation is not None:
+                view = g.OperationView(
+                    state=operation.state,
+                    fingerprint=operation.fingerprint,
+                    lease_live=operation.state == g.IN_FLIGHT
+                    and operation.lease_expires_at is not None
+                    and operation.lease_expires_at > now,
+                    result=operation.result,
+                )
+            outcome = core.request_tool(state, request, view, agent_view(agent.pk, None), now)
+            _, args_text = (
+                core.fingerprint(tool, args, request.ignore_fields) if outcome.fingerprint else ("", "")
+            )
+            call = ToolCall(
+                task=task,
+                seq=next_seq(task),
+                phase=task.phase,
+                model_call_id=model_call_id,
+                call_id=call_id or "",
+                tool=tool,
+                args=args,
+                effect=effect,
+                operation_key=operation_key or "",
+                job_id=job_id or "",
+                fingerprint=outcome.fingerprint or "",
+                args_text=args_text,
+                decision=outcome.decision,
+                reason=outcome.reason or "",
+                operation=operation,
+            )
+            if outcome.operation_state == g.UNKNOWN and operation is not None:
+                operation.state = g.UNKNOWN
+                operation.save(update_fields=["state", "updated_at"])
+                Event.objects.create(
+                    task=task, agent=agent, operation=operation, kind="lease_expired",
+                    phase=task.phase, actor="system:guard", code="GUARD_LEDGER",
+                    detail={"operation_key": operation.operation_key},
+                )  # fmt: skip
+            if outcome.claim:
+                lease = now + timedelta(seconds=state.limits.lease_seconds)
+                call.lease_expires_at = lease
+                operation = _claim(
+                    operation, agent=agent, task=task, request=request, call=call,
+                    fingerprint=outcome.fingerprint or "", lease=lease, now=now,
+                )  # fmt: skip
+                call.operation = operation
+            call.save()
+            if operation is not None and outcome.claim:
+                Operation.objects.filter(pk=operation.pk).update(tool_call=call)
+            if outcome.trigger:
+                Event.objects.create(
+                    task=task, agent=agent, kind="guard_trigger", phase=task.phase,
+                    actor="system:guard", reason=outcome.trigger,
+                    code=g.REASON_CODES.get(outcome.trigger) or "",
+                    detail={"decision": outcome.decision, "tool": tool,
+                            "fingerprint": outcome.fingerprint},
+                )  # fmt: skip
+            _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+    except IntegrityError as exc:
+        if "operation_key_unique" in str(exc) or "ledger_operation" in str(exc):
+            raise _KeyRace() from exc
+        raise
+    hooks.decision_logged(task, "tool_call", outcome, tool_call=call)
+    return task, call, outcome
+
+
+def _claim(operation, *, agent, task, request, call, fingerprint, lease, now) -> Operation:
+    """Mark the key IN_FLIGHT for this call (insert on first use, else update the locked row)."""
+    if operation is None:
+        return Operation.objects.create(
+            namespace=agent.namespace,
+            operation_key=request.operation_key,
+            tool=request.tool,
+            fingerprint=fingerprint,
+            args=request.args,
+            state=g.IN_FLIGHT,
+            task=task,
+            lease_expires_at=lease,
+            claimed_at=now,
+        )
+    operation.state = g.IN_FLIGHT
+    operation.task = task
+    operation.lease_expires_at = lease
+    operation.claimed_at = now
+    operation.attempts += 1
+    operation.save()
+    return operation
+
+
+def tool_call_result(
+    *,
+    task_id: uuid.UUID | str,
+    agent: Agent,
+    tool_call_id: int,
+    result: g.ToolResult,
+    duration_ms: int | None = None,
+) -> tuple[Task, ToolCall, g.Outcome]:
+    """Report what an EXECUTE'd call did. Locks the task row, then the call's ledger row.
+
+    Always accepted and recorded, even after the task stopped: a committed write must reach
+    the ledger. Only the claiming call settles a claim; a reconciled row is not overwritten
+    unless the late result proves the commit.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        task = lock_task(task_id, agent=agent)
+        try:
+            call = ToolCall.objects.get(task=task, pk=tool_call_id)
+        except ToolCall.DoesNotExist:
+            raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
+        if call.decision != g.EXECUTE:
+            raise Conflict(
+                f"This tool call was answered {call.decision}; nothing ran, so there is no "
+                "result to report.",
+                code="TOOL_CALL_NOT_EXECUTED",
+            )
+        if call.reported_at is not None:
+            raise Conflict("A result for this tool call was already reported.",
+                           code="RESULT_ALREADY_REPORTED")
+        state = to_state(task)
+        view = g.ToolCallView(
+            tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,
+            args_text=call.args_text, job_id=call.job_id or None,
+        )  # fmt: skip
+        outcome = core.report_result(state, view, result, now)
+        if call.effect == g.WRITE and call.operation_id and outcome.operation_state:
+            _settle_operation(task, call, outcome, now)
+        call.result_kind = result.kind[:32]
+        call.result_code = (result.code or "")[:100]
+        call.result_data = result.data
+        call.result_error = result.error or ""
+        call.evidence = result.evidence
+        call.duration_ms = duration_ms
+        call.result_decision = outcome.decision
+        call.result_reason = outcome.reason or ""
+        call.revision_after = state.revision
+        call.reported_at = now
+        call.save()
+        _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+    hooks.decision_logged(task, "tool_result", outcome, tool_call=call)
+    return task, call, outcome
+
+
+def _settle_operation(task: Task, call: ToolCall, outcome: g.Outcome, now) -> None:
+    operation = Operation.objects.select_for_update().get(pk=call.operation_id)
+    ours = operation.tool_call_id == call.pk
+    proves_commit = outcome.operation_state == g.OP_COMMITTED
+    if not ours or operation.state not in (g.IN_FLIGHT, g.UNKNOWN):
+        if not (ours and proves_commit):
+            Event.objects.create(
+                task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
+                phase=task.phase, actor="system:guard",
+                detail={"operation_key": operation.operation_key,
+                        "ledger_state": operation.state, "reported": outcome.operation_state},
+            )  # fmt: skip
+            return
+    operation.state = outcome.operation_state
+    operation.lease_expires_at = None
+    if proves_commit:
+        operation.result = outcome.operation_result
+        operation.committed_at = now
+    operation.save()
+
+
+def task_finish(
+    *, task_id: uuid.UUID | str, agent: Agent, evidence: Any = None, answer: str | None = None
+) -> Task:
+    """The agent says it is done. Only verified evidence makes it COMPLETED. Locks the task."""
+    now = timezone.now()
+    with transaction.atomic():
+        task = lock_task(task_id, agent=agent)
+        state = to_state(task)
+        outcome = core.finish(state, evidence, now)
+        if outcome.stopped_now:
+            Event.objects.create(
+                task=task, agent=agent, kind="finish_requested", phase=task.phase,
+                actor=f"agent:{agent.name}", detail={"answer": answer, "evidence": evidence},
+            )  # fmt: skip
+        _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+    hooks.decision_logged(task, "finish", outcome)
+    return task

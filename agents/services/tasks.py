@@ -1,0 +1,88 @@
+"""Creating tasks: limits from the profile, tightened by the agent; trigger rate limit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.errors import BadInput, TriggerLoop
+from agents.guard import core
+from agents.guard import types as g
+from agents.models import Agent, Event, LimitProfile, Phase, Task
+
+DEFAULT_PROFILE = "default"
+
+
+def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
+    if name:
+        try:
+            return LimitProfile.objects.get(name=name)
+        except LimitProfile.DoesNotExist:
+            raise BadInput(f"No limit profile named {name!r}.", code="UNKNOWN_PROFILE",
+                           fields={"profile": "unknown"}) from None
+    if agent.default_profile_id:
+        return agent.default_profile
+    return LimitProfile.objects.filter(name=DEFAULT_PROFILE).first()
+
+
+def task_create(
+    *,
+    agent: Agent,
+    goal: str,
+    profile: str | None = None,
+    limits: dict[str, Any] | None = None,
+    external_ref: str = "",
+    trigger_key: str = "",
+) -> Task:
+    """Create a task in phase 1 with its profile's limits (tightened by `limits`).
+
+    Locks the agent row while counting the trigger's recent tasks, so racing creations
+    cannot slip past `max_tasks_per_trigger` together. Past it: 429 TRIGGER_LOOP.
+    """
+    chosen = resolve_profile(agent, profile)
+    base = chosen.limits() if chosen else g.Limits()
+    try:
+        task_limits = core.tighten_limits(base, limits or {})
+    except g.LimitError as exc:
+        raise BadInput("Limits may only be tightened.", code="BAD_LIMITS",
+                       fields={f"limits.{k}": v for k, v in exc.fields.items()}) from None
+    now = timezone.now()
+    with transaction.atomic():
+        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        if trigger_key:
+            per_trigger = chosen.max_tasks_per_trigger if chosen else 5
+            window = chosen.trigger_window_seconds if chosen else 3600
+            recent = Task.objects.filter(
+                agent=agent, trigger_key=trigger_key,
+                created_at__gte=now - timedelta(seconds=window),
+            ).count()  # fmt: skip
+            if recent >= per_trigger:
+                Event.objects.create(
+                    agent=agent, kind="trigger_loop", actor=f"agent:{agent.name}",
+                    reason=trigger_key, code="TRIGGER_LOOP",
+                    detail={"trigger_key": trigger_key, "recent": recent, "limit": per_trigger},
+                )  # fmt: skip
+                raise TriggerLoop(
+                    f"Trigger {trigger_key!r} created {recent} tasks in the last {window} s; "
+                    f"the limit is {per_trigger}. An outer workflow is probably restarting "
+                    "the task.",
+                    code="TRIGGER_LOOP",
+                )
+        task = Task.objects.create(
+            agent=agent,
+            profile=chosen,
+            goal=goal,
+            external_ref=external_ref or "",
+            trigger_key=trigger_key or "",
+            limits=task_limits.to_dict(),
+            deadline_at=now + timedelta(seconds=task_limits.deadline_seconds),
+        )
+        Phase.objects.create(task=task, number=1, reason="created")
+        Event.objects.create(
+            task=task, agent=agent, kind="task_created", phase=1, actor=f"agent:{agent.name}",
+            detail={"profile": chosen.name if chosen else None, "limits": limits or {}},
+        )  # fmt: skip
+    return task

@@ -1,0 +1,72 @@
+"""The operation ledger: one row per business action of a write tool, shared by a namespace."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from agents.guard import types as g
+
+OP_STATE_CHOICES = [(s, s) for s in g.OPERATION_STATES]
+VERDICT_CHOICES = [(g.OP_COMMITTED, g.OP_COMMITTED), (g.NOT_COMMITTED, g.NOT_COMMITTED), (g.UNKNOWN, g.UNKNOWN)]
+
+
+class Operation(models.Model):
+    namespace = models.CharField(max_length=100)
+    operation_key = models.CharField(max_length=300)
+    tool = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64)
+    args = models.JSONField(default=dict)
+    state = models.CharField(max_length=14, choices=OP_STATE_CHOICES)
+    task = models.ForeignKey(
+        "agents.Task", on_delete=models.PROTECT, related_name="operations"
+    )  # the task whose call claimed it last
+    tool_call = models.ForeignKey(
+        "agents.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )  # the claiming call: only its result may settle the claim
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    claimed_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    reconcile_checks = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["claimed_at"]
+        permissions = [("reconcile_operation", "Can reconcile an operation")]
+        indexes = [models.Index(fields=["state", "lease_expires_at"], name="op_state_lease")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "operation_key"], name="operation_key_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=g.OPERATION_STATES), name="operation_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation_key} ({self.state})"
+
+
+class Reconciliation(models.Model):
+    """A verdict on an UNKNOWN operation, by an operator or a reconciler. Append-only."""
+
+    operation = models.ForeignKey(
+        Operation, on_delete=models.PROTECT, related_name="reconciliations"
+    )
+    verdict = models.CharField(max_length=14, choices=VERDICT_CHOICES)
+    previous_state = models.CharField(max_length=14)
+    note = models.TextField()
+    result = models.JSONField(null=True, blank=True)
+    evidence = models.JSONField(null=True, blank=True)
+    actor = models.CharField(max_length=150)
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    automatic = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
