@@ -1,0 +1,61 @@
+"""The guard's decision core: pure functions over a `TaskState` (no Django import).
+
+The service layer locks the task row, loads a `TaskState`, calls one function here, writes the
+state and the returned `Outcome` back and appends trace rows, all in one transaction. Keeping
+the rules free of I/O is what lets them be tested exhaustively and makes every web worker and
+agent process decide the same way.
+
+The rules live in small modules by concept; this module is the one import the service needs:
+
+- fingerprint: canonical JSON, call fingerprints, action signatures
+- model: the model-call gate and usage settlement
+- tool: the tool-request gate and the tool-result report
+- lifecycle: finish, stop, deadline and lease sweeps, resume
+- limits: validating admin limits and tightening an agent's requested limits
+- report: usage, remaining budget and the stop report
+"""
+
+from __future__ import annotations
+
+from .fingerprint import action_signature, canonical_json, fingerprint
+from .lifecycle import (
+    GRANT_LIMITS,
+    STOP_REASONS,
+    expire_deadline,
+    finish,
+    lease_expired,
+    resume,
+    stop,
+)
+from .limits import tighten_limits, validate_limits
+from .model import gate_model_call, settle_usage
+from .report import build_report, reason_code, remaining, resume_condition, usage
+from .tool import WAIT_RETRY_MS, report_result, request_tool
+from .types import GuardError, LimitError
+
+__all__ = [
+    "GRANT_LIMITS",
+    "STOP_REASONS",
+    "WAIT_RETRY_MS",
+    "GuardError",
+    "LimitError",
+    "action_signature",
+    "build_report",
+    "canonical_json",
+    "expire_deadline",
+    "fingerprint",
+    "finish",
+    "gate_model_call",
+    "lease_expired",
+    "reason_code",
+    "remaining",
+    "report_result",
+    "request_tool",
+    "resume",
+    "resume_condition",
+    "settle_usage",
+    "stop",
+    "tighten_limits",
+    "usage",
+    "validate_limits",
+]

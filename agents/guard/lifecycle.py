@@ -1,0 +1,151 @@
+"""Finishing, stopping, the background sweeps, and an operator's resume.
+
+These are the only ways a task's state changes outside the two gates. Each of them respects the
+sticky stop: once terminal, only `resume` (an operator's authorized decision) reopens a task,
+and it opens a new phase on top of the consumed usage instead of resetting anything.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from .transitions import already_stopped, halt, is_int, note_milestone, parse_evidence, to_decimal
+from .types import (
+    COMPLETED,
+    CONTINUE,
+    NEEDS_HUMAN,
+    PARTIAL,
+    RUNNING,
+    STOPPED,
+    GuardError,
+    Outcome,
+    TaskState,
+)
+
+STOP_REASONS = ("operator_stop", "agent_stop", "agent_paused")
+
+# A resume grant's dimension -> the limit it raises.
+GRANT_LIMITS: dict[str, str] = {
+    "model_calls": "max_model_calls",
+    "tool_requests": "max_tool_requests",
+    "tool_executions": "max_tool_executions",
+    "retries": "max_retries",
+    "polls": "max_polls",
+    "tokens": "max_tokens",
+    "cost": "max_cost",
+    "seconds": "deadline_seconds",
+}
+
+
+def finish(task: TaskState, evidence: Any, now: datetime) -> Outcome:
+    """The agent says it is done. Only verified `done` evidence makes the task COMPLETED.
+
+    Valid evidence is taken (revision, milestone) even when it does not say done: it is the
+    verifier's word about where the task stands, and the report's `completed` list should show
+    it. Anything else, including malformed evidence, is goal_unverified: the agent's claim is
+    text, not proof.
+    """
+    if task.terminal:
+        return already_stopped(task)
+    parsed, valid = parse_evidence(evidence, task.revision)
+    if valid and parsed is not None:
+        task.revision = max(task.revision, parsed.revision)
+        note_milestone(task, parsed)
+        if parsed.done:
+            return halt(task, COMPLETED, "goal_met")
+    return halt(task, PARTIAL, "goal_unverified")
+
+
+def stop(task: TaskState, reason: str, now: datetime) -> Outcome:
+    """Operator or agent stop (or the agent's pause). Idempotent: a stopped task stays as it is."""
+    if reason not in STOP_REASONS:
+        raise GuardError("BAD_REASON", f"A stop reason must be one of {', '.join(STOP_REASONS)}.")
+    if task.terminal:
+        return already_stopped(task)
+    return halt(task, STOPPED, reason)
+
+
+def expire_deadline(task: TaskState, now: datetime) -> Outcome:
+    """The deadline sweep: a RUNNING task past its deadline becomes PARTIAL/deadline.
+
+    The sweep may race with a request that already stopped the task; a terminal task answers
+    STOP unchanged, a running one within its deadline CONTINUE unchanged.
+    """
+    if task.terminal:
+        return already_stopped(task)
+    if now >= task.deadline_at:
+        return halt(task, PARTIAL, "deadline")
+    return Outcome(decision=CONTINUE)
+
+
+def lease_expired(task: TaskState, now: datetime) -> Outcome:
+    """An IN_FLIGHT write of this task outlived its lease: its commit is unknown, a human decides.
+
+    The service marks the operation UNKNOWN itself (it holds the row); a task that is already
+    terminal keeps its own stop.
+    """
+    if task.state != RUNNING:
+        return already_stopped(task)
+    return halt(task, NEEDS_HUMAN, "unknown_commit")
+
+
+def _parse_grant(grant: dict[str, Any] | None) -> dict[str, int | Decimal]:
+    """Validate the whole grant before anything changes: a bad grant changes nothing."""
+    if grant is None:
+        grant = {}
+    if not isinstance(grant, dict):
+        raise GuardError("BAD_GRANT", "A grant must be an object.")
+    unknown = sorted(set(grant) - set(GRANT_LIMITS))
+    if unknown:
+        raise GuardError("BAD_GRANT", f"Unknown grant field(s): {', '.join(unknown)}.")
+    parsed: dict[str, int | Decimal] = {}
+    for key in GRANT_LIMITS:
+        value = grant.get(key)
+        if value is None:
+            parsed[key] = Decimal("0") if key == "cost" else 0
+            continue
+        if key == "cost":
+            try:
+                amount = to_decimal(value)
+            except ValueError as exc:
+                raise GuardError("BAD_GRANT", f"Grant cost is not an amount: {value!r}.") from exc
+            if not amount.is_finite() or amount < 0:
+                raise GuardError("BAD_GRANT", "Grant cost must be a finite amount >= 0.")
+            parsed[key] = amount
+        else:
+            if not is_int(value):
+                raise GuardError("BAD_GRANT", f"Grant {key} must be an integer.")
+            if value < 0:
+                raise GuardError("BAD_GRANT", f"Grant {key} must be >= 0.")
+            parsed[key] = value
+    return parsed
+
+
+def resume(task: TaskState, grant: dict[str, Any] | None, now: datetime) -> None:
+    """Open the next phase of a stopped task. Raises GuardError and changes nothing if refused.
+
+    Usage counters keep accumulating across phases (a resume is not a reset: that is how an
+    outer loop of resumes stays visible and bounded); each grant raises its limit instead. The
+    window and blocked markers stay, so the calls that looped are still remembered; `stagnant`
+    starts again because the operator judged that something changed. The service refuses the
+    resume earlier when an operation of the task is UNKNOWN or IN_FLIGHT.
+    """
+    if task.state == RUNNING:
+        raise GuardError("TASK_RUNNING", "The task is running; there is nothing to resume.")
+    if task.state == COMPLETED:
+        raise GuardError("TASK_COMPLETED", "The task is completed; it cannot be resumed.")
+    parsed = _parse_grant(grant)
+    limits = task.limits
+    for key, limit_name in GRANT_LIMITS.items():
+        if key == "cost":
+            limits.max_cost = to_decimal(limits.max_cost) + parsed[key]
+        else:
+            setattr(limits, limit_name, getattr(limits, limit_name) + parsed[key])
+    task.deadline_at = task.deadline_at + timedelta(seconds=int(parsed["seconds"]))
+    task.stagnant = 0
+    task.phase += 1
+    task.state = RUNNING
+    task.reason = None
+    task.report = None

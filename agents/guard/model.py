@@ -1,0 +1,78 @@
+"""The model-call gate and the usage settlement (DESIGN.md section 4, "Model-call gate").
+
+The gate runs *before* the paid call, so every budget is checked against what the call could
+cost (the estimate is reserved), not against what it did cost. Settlement then replaces the
+reservation by the actual cost and is applied even on a stopped task: the money was spent,
+and hiding it would make the next phase's budget a lie.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from .transitions import already_stopped, halt, to_decimal
+from .types import (
+    ALLOW,
+    CONTINUE,
+    PARTIAL,
+    STOPPED,
+    AgentView,
+    ModelCallRequest,
+    Outcome,
+    TaskState,
+    UsageReport,
+)
+
+# How many identical non-empty action signatures in a row mean the model is stuck planning the
+# same step. Fixed by DESIGN.md, not a limit.
+REPEATED_OUTPUT_RUN = 3
+
+
+def gate_model_call(
+    task: TaskState, req: ModelCallRequest, agent: AgentView, now: datetime
+) -> Outcome:
+    """Checks 1-8 of the model-call gate, in order; ALLOW counts the call and reserves cost."""
+    if task.terminal:
+        return already_stopped(task)
+    if agent.paused:
+        return halt(task, STOPPED, "agent_paused")
+    if now >= task.deadline_at:
+        return halt(task, PARTIAL, "deadline")
+    limits = task.limits
+    if task.model_calls >= limits.max_model_calls:
+        return halt(task, PARTIAL, "model_budget")
+    if task.tokens_used >= limits.max_tokens:
+        return halt(task, PARTIAL, "token_budget")
+    # A negative estimate would release other calls' reservations; the gate never trusts it.
+    estimate = max(Decimal("0"), to_decimal(req.estimate_cost))
+    if task.cost_spent + task.cost_reserved + estimate > to_decimal(limits.max_cost):
+        return halt(task, PARTIAL, "cost_budget")
+    if agent.daily_cap is not None and to_decimal(agent.spent_today) + estimate > to_decimal(
+        agent.daily_cap
+    ):
+        return halt(task, PARTIAL, "spend_cap")
+    task.model_calls += 1
+    task.cost_reserved += estimate
+    return Outcome(decision=ALLOW)
+
+
+def settle_usage(task: TaskState, usage: UsageReport, now: datetime) -> Outcome:
+    """Replace the reservation by the actual cost, count tokens, then look for repeated output.
+
+    Accounting happens first and unconditionally (a stop never hides spent money). The
+    reservation is released only down to zero: a usage report for a reservation that already
+    expired (and was charged as reserved) must not make the outstanding reservations negative.
+    Repetition is only judged on a running task; a stopped one answers STOP unchanged otherwise.
+    """
+    task.cost_reserved = max(Decimal("0"), task.cost_reserved - to_decimal(usage.reserved_cost))
+    task.cost_spent += to_decimal(usage.actual_cost)
+    task.tokens_used += max(0, int(usage.tokens))
+    if task.terminal:
+        return already_stopped(task)
+    task.signatures.append(usage.signature)
+    del task.signatures[:-REPEATED_OUTPUT_RUN]
+    last = task.signatures
+    if len(last) == REPEATED_OUTPUT_RUN and last[0] and all(sig == last[0] for sig in last):
+        return halt(task, PARTIAL, "repeated_output")
+    return Outcome(decision=CONTINUE)

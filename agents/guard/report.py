@@ -1,0 +1,154 @@
+"""Usage, remaining budget and the stop report (DESIGN.md section 4, "Stop report").
+
+The report is what an operator reads first and what the agent gets back on every later call,
+so it says in one place: what state and why, what was verifiably done, which ledger rows need a
+human, what was consumed, and what it takes to go on.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from .transitions import to_decimal
+from .types import COMPLETED, IN_FLIGHT, REASON_CODES, UNKNOWN, TaskState
+
+COST_QUANTUM = Decimal("0.0001")
+
+
+def _money(amount: Decimal) -> str:
+    return str(to_decimal(amount).quantize(COST_QUANTUM, rounding=ROUND_HALF_UP))
+
+
+def reason_code(reason: str | None) -> str | None:
+    """The upstream code for a reason (GUARD_LOOP_DETECTED, ...); None for goal_met or none."""
+    if reason is None:
+        return None
+    return REASON_CODES.get(reason)
+
+
+def usage(task: TaskState) -> dict[str, Any]:
+    """What the task consumed over all phases. Cost is settled spend, 4 decimals as text."""
+    return {
+        "model_calls": task.model_calls,
+        "tool_requests": task.tool_requests,
+        "tool_executions": task.tool_executions,
+        "retries": task.retries,
+        "polls": task.polls,
+        "tokens": task.tokens_used,
+        "cost": _money(task.cost_spent),
+    }
+
+
+def remaining(task: TaskState) -> dict[str, Any]:
+    """What is left under the current limits, never negative.
+
+    Remaining cost also subtracts outstanding reservations: that money is promised to model
+    calls in progress and cannot be spent again.
+    """
+    limits = task.limits
+    cost_left = to_decimal(limits.max_cost) - task.cost_spent - task.cost_reserved
+    return {
+        "model_calls": max(0, limits.max_model_calls - task.model_calls),
+        "tool_requests": max(0, limits.max_tool_requests - task.tool_requests),
+        "tool_executions": max(0, limits.max_tool_executions - task.tool_executions),
+        "tokens": max(0, limits.max_tokens - task.tokens_used),
+        "cost": _money(max(Decimal("0"), cost_left)),
+    }
+
+
+# Budget reasons -> the resume grant dimension that lifts them.
+BUDGET_GRANTS = {
+    "model_budget": "model_calls",
+    "request_budget": "tool_requests",
+    "execution_budget": "tool_executions",
+    "retry_budget": "retries",
+    "poll_budget": "polls",
+    "token_budget": "tokens",
+    "cost_budget": "cost",
+    "deadline": "seconds",
+}
+
+# What to fix before a resume makes sense, for the reasons that are not a budget.
+FIX_FIRST = {
+    "goal_unverified": "Verify the outcome; if work remains,",
+    "spend_cap": "Wait for the agent's daily spend to reset or raise its daily cap; then",
+    "same_call": "Change the plan so the agent stops repeating the same call; then",
+    "short_cycle": "Change the plan so the agent stops cycling between the same calls; then",
+    "no_progress": "Check why the steps made no verified progress and change the plan; then",
+    "repeated_output": "Check why the model keeps planning the same step; then",
+    "near_duplicate": "Change the plan so the agent stops repeating near-identical calls; then",
+    "missing_operation_key": "Give every write tool call an operation_key; then",
+    "operation_conflict": "Use a distinct operation_key for each distinct write; then",
+    "unknown_commit": "Reconcile the write whose commit is unknown; then",
+    "bad_result": "Fix the tool adapter so it reports a known result kind; then",
+    "invalid_evidence": "Fix the verifier so its evidence has a current revision and done; then",
+    "invalid_wait": "Fix the tool adapter so RETRYABLE and PENDING give a wait_ms above 0; then",
+    "executor_error": "Find out why the tool gave no result; then",
+    "fatal": "Fix the cause of the tool's fatal error; then",
+    "precondition": "Satisfy the tool's precondition; then",
+    "operator_stop": "Once the operator's concern is addressed,",
+    "agent_stop": "If the agent should go on,",
+    "agent_paused": "Unpause the agent; then",
+}
+
+
+def resume_condition(task: TaskState, operations: list[dict[str, Any]]) -> str:
+    """One sentence: what must happen before an operator may resume this task.
+
+    Open ledger rows come first whatever the reason, because the service refuses a resume
+    while any operation of the task is UNKNOWN or IN_FLIGHT.
+    """
+    if task.state == COMPLETED:
+        return "The goal was met; there is nothing to resume."
+    unknown = [op["key"] for op in operations if op.get("state") == UNKNOWN]
+    in_flight = [op["key"] for op in operations if op.get("state") == IN_FLIGHT]
+    if unknown or in_flight:
+        parts = []
+        if unknown:
+            noun = "operation" if len(unknown) == 1 else "operations"
+            parts.append(f"Reconcile {noun} {', '.join(unknown)}")
+        if in_flight:
+            noun = "operation" if len(in_flight) == 1 else "operations"
+            verb = "Wait for or reconcile" if not parts else "wait for or reconcile"
+            parts.append(f"{verb} in-flight {noun} {', '.join(in_flight)}")
+        return f"{' and '.join(parts)}, then an operator may resume."
+    reason = task.reason or ""
+    if reason in BUDGET_GRANTS:
+        return (
+            f"An operator may resume with a {BUDGET_GRANTS[reason]} grant "
+            f"({reason.replace('_', ' ')} reached)."
+        )
+    prefix = FIX_FIRST.get(reason, "When the cause is addressed,")
+    return f"{prefix} an operator may resume."
+
+
+def _iso_z(moment: datetime) -> str:
+    """ISO 8601 in UTC with a Z, to the second. Naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def build_report(task: TaskState, now: datetime, operations: list[dict[str, Any]]) -> dict:
+    """Build the stop report, store it on `task.report` and return it.
+
+    The service calls this once, when an outcome has `stopped_now`; afterwards the stored report
+    is returned unchanged. `operations` are the task's ledger rows as {"key", "state"}.
+    """
+    ops = [{"key": op["key"], "state": op["state"]} for op in operations]
+    report = {
+        "state": task.state,
+        "reason": task.reason,
+        "code": reason_code(task.reason),
+        "phase": task.phase,
+        "at": _iso_z(now),
+        "completed": list(task.milestones),
+        "operations": ops,
+        "usage": usage(task),
+        "remaining": remaining(task),
+        "resume_condition": resume_condition(task, ops),
+    }
+    task.report = report
+    return report

@@ -1,0 +1,359 @@
+"""The tool-request gate and the tool-result report (DESIGN.md section 4).
+
+The request gate decides before any side effect: execute, reuse a committed result, nudge the
+model once (BLOCK), wait for another worker's in-flight write, or stop. The result report is
+where the only trusted signals arrive (the verifier's evidence, the commit proof of a write),
+so progress, completion and the ledger's next state are all decided there.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from .fingerprint import data_hash, fingerprint, similarity
+from .transitions import Evidence, already_stopped, halt, is_int, note_milestone, parse_evidence
+from .types import (
+    BLOCK,
+    BLOCK_CODE,
+    COMPLETED,
+    CONTINUE,
+    EXECUTE,
+    FAILED,
+    FATAL,
+    IN_FLIGHT,
+    NEEDS_HUMAN,
+    NO_RESULT,
+    NOT_COMMITTED,
+    OP_COMMITTED,
+    PARTIAL,
+    PENDING,
+    PRECONDITION,
+    RESULT_KINDS,
+    RETRYABLE,
+    REUSE,
+    STOPPED,
+    SUCCESS,
+    UNKNOWN,
+    WAIT,
+    WRITE,
+    AgentView,
+    OperationView,
+    Outcome,
+    TaskState,
+    ToolCallView,
+    ToolRequest,
+    ToolResult,
+    WindowEntry,
+)
+
+# How long an agent should wait before asking again while another call holds the write's
+# lease. Short: the holder usually reports within seconds, and the deadline bounds the total.
+WAIT_RETRY_MS = 1000
+
+
+# -- tool request ------------------------------------------------------------------------------
+
+
+def _block_observation(tool: str, count: int, near: bool) -> dict[str, Any]:
+    """The tool message the model gets instead of a result: say what happened and what to do."""
+    what = "a nearly identical call" if near else "this exact call"
+    message = (
+        f"You already made {what} to {tool} {count} times with no progress; the result will not "
+        "change. Do not repeat it. Change your approach (another tool or different arguments) "
+        "or finish the task with what you have."
+    )
+    return {"success": False, "code": BLOCK_CODE, "retryable": False, "message": message}
+
+
+def _repeat(task: TaskState, fp: str, reason: str, tool: str, count: int, out_fp: str) -> Outcome:
+    """Steps 8 and 10: nudge once with BLOCK when the profile says so, otherwise stop.
+
+    The blocked marker is per fingerprint, so the model gets exactly one nudge per call it
+    repeats; a later repeat of the same call means the nudge did not work.
+    """
+    if task.limits.repeat_action == "block" and fp not in task.blocked:
+        task.blocked.append(fp)
+        return Outcome(
+            decision=BLOCK,
+            reason=reason,
+            fingerprint=out_fp,
+            trigger=reason,
+            observation=_block_observation(tool, count, near=reason == "near_duplicate"),
+        )
+    return halt(task, PARTIAL, reason, fingerprint=out_fp)
+
+
+def _short_cycle(task: TaskState, fp: str) -> bool:
+    """Would `fp` complete a second consecutive repetition of a period-p sequence (p >= 2)?
+
+    At least two distinct fingerprints are required: A A A A is same_call's business.
+    """
+    seq = [entry.fingerprint for entry in task.window] + [fp]
+    for period in range(2, task.limits.max_cycle_period + 1):
+        if len(seq) < 2 * period:
+            break
+        tail = seq[-period:]
+        if tail == seq[-2 * period : -period] and len(set(tail)) >= 2:
+            return True
+    return False
+
+
+def _most_similar(task: TaskState, tool: str, fp: str, args_text: str) -> tuple[str, float]:
+    """The window's most similar other fingerprint of the same tool, and its similarity.
+
+    The most recent entry wins a tie: it is the call the model is most likely varying.
+    """
+    best_fp, best_ratio = "", -1.0
+    scored: dict[str, float] = {}
+    for entry in task.window:
+        if entry.tool != tool or entry.fingerprint == fp:
+            continue
+        if entry.fingerprint not in scored:
+            scored[entry.fingerprint] = similarity(args_text, entry.args)
+        if scored[entry.fingerprint] >= best_ratio:
+            best_fp, best_ratio = entry.fingerprint, scored[entry.fingerprint]
+    return best_fp, best_ratio
+
+
+def _window_count(task: TaskState, fp: str) -> int:
+    return sum(1 for entry in task.window if entry.fingerprint == fp)
+
+
+def request_tool(
+    task: TaskState,
+    req: ToolRequest,
+    operation: OperationView | None,
+    agent: AgentView,
+    now: datetime,
+) -> Outcome:
+    """Checks 1-13 of the tool request, in order.
+
+    `operation` is the ledger row for the write's operation_key as read under its row lock
+    (None: no row yet). EXECUTE of a write sets `claim`: the service must claim the row
+    IN_FLIGHT with a lease in the same transaction. The window is not touched for EXECUTE;
+    the step is recorded when its result arrives, because only then is it known whether it
+    made progress.
+    """
+    if task.terminal:
+        return already_stopped(task)
+    if agent.paused:
+        return halt(task, STOPPED, "agent_paused")
+    if now >= task.deadline_at:
+        return halt(task, PARTIAL, "deadline")
+    limits = task.limits
+    if task.tool_requests >= limits.max_tool_requests:
+        return halt(task, PARTIAL, "request_budget")
+    task.tool_requests += 1
+
+    fp, args_text = fingerprint(req.tool, req.args, req.ignore_fields)
+    is_write = req.effect == WRITE
+    if is_write and not req.operation_key:
+        return halt(task, NEEDS_HUMAN, "missing_operation_key", fingerprint=fp)
+
+    reuse = False
+    reuse_result: Any = None
+    if is_write and operation is not None:
+        if operation.fingerprint != fp:
+            return halt(task, NEEDS_HUMAN, "operation_conflict", fingerprint=fp)
+        if operation.state == IN_FLIGHT and operation.lease_live:
+            return Outcome(decision=WAIT, fingerprint=fp, retry_after_ms=WAIT_RETRY_MS)
+        if operation.state == IN_FLIGHT:
+            # The lease ran out without a result: the write may or may not have happened.
+            return halt(
+                task, NEEDS_HUMAN, "unknown_commit", fingerprint=fp, operation_state=UNKNOWN
+            )
+        if operation.state == OP_COMMITTED:
+            reuse, reuse_result = True, operation.result
+        elif operation.state != NOT_COMMITTED:
+            # UNKNOWN, or a state this core does not know: never blind-retry a write.
+            return halt(task, NEEDS_HUMAN, "unknown_commit", fingerprint=fp)
+
+    if req.job_id:
+        # A status poll: asking again is the point, so repetition rules do not apply; the
+        # poll budget (and the deadline) bound it instead.
+        if task.polls >= limits.max_polls:
+            return halt(task, PARTIAL, "poll_budget", fingerprint=fp)
+        task.polls += 1
+    else:
+        count = _window_count(task, fp)
+        if count >= limits.max_same_call:
+            return _repeat(task, fp, "same_call", req.tool, count, fp)
+        if _short_cycle(task, fp):
+            return halt(task, PARTIAL, "short_cycle", fingerprint=fp)
+        threshold = (
+            req.near_duplicate_threshold
+            if req.near_duplicate_threshold is not None
+            else limits.near_duplicate_threshold
+        )
+        if threshold is not None:
+            similar_fp, ratio = _most_similar(task, req.tool, fp, args_text)
+            if similar_fp and ratio >= threshold:
+                similar_count = _window_count(task, similar_fp)
+                if similar_count >= limits.max_same_call:
+                    return _repeat(task, similar_fp, "near_duplicate", req.tool, similar_count, fp)
+
+    if reuse:
+        # Reusing a committed result is a step without progress: a model that keeps asking
+        # for a write that already happened is looping, even though nothing executes.
+        task.stagnant += 1
+        task.window.append(WindowEntry(fingerprint=fp, tool=req.tool, args=args_text))
+        if task.stagnant >= limits.max_stagnant:
+            return halt(task, PARTIAL, "no_progress", fingerprint=fp)
+        return Outcome(decision=REUSE, fingerprint=fp, result=reuse_result)
+
+    if task.tool_executions >= limits.max_tool_executions:
+        return halt(task, PARTIAL, "execution_budget", fingerprint=fp)
+    task.tool_executions += 1
+    return Outcome(decision=EXECUTE, fingerprint=fp, claim=is_write)
+
+
+# -- tool result -------------------------------------------------------------------------------
+
+
+def _usable_kind(call: ToolCallView, result: ToolResult) -> str | None:
+    """None when the result can be judged; else the stop reason for step 1.
+
+    A PENDING result that names no job to poll is as unusable as an unknown kind: the agent
+    could never ask about it again.
+    """
+    if result.kind == NO_RESULT:
+        return "executor_error"
+    if result.kind not in RESULT_KINDS:
+        return "bad_result"
+    if result.kind == PENDING and not (result.job_id or call.job_id):
+        return "bad_result"
+    return None
+
+
+def _commit_state(kind: str, evidence: Evidence | None) -> str:
+    """Step 3: what a write's ledger row becomes. Only the verifier's word settles a commit."""
+    if evidence is not None and evidence.committed is False:
+        return NOT_COMMITTED
+    if kind == SUCCESS and evidence is not None and evidence.committed is True:
+        return OP_COMMITTED
+    return UNKNOWN
+
+
+def _ledger_change(
+    task: TaskState, call: ToolCallView, result: ToolResult
+) -> tuple[str | None, Any]:
+    """(new operation state, stored result) for a write's result; (None, None) for a read.
+
+    Same rules as steps 1-3, usable on a stopped task too: a committed write must reach the
+    ledger whatever happened to the task meanwhile.
+    """
+    if call.effect != WRITE:
+        return None, None
+    if _usable_kind(call, result) is not None:
+        return UNKNOWN, None
+    evidence, valid = parse_evidence(result.evidence, task.revision)
+    if not valid:
+        return UNKNOWN, None
+    state = _commit_state(result.kind, evidence)
+    return state, (result.data if state == OP_COMMITTED else None)
+
+
+def _made_progress(task: TaskState, result: ToolResult, evidence: Evidence | None) -> bool:
+    """Step 5's question. Evidence, when given, always decides; novelty is the fallback."""
+    if evidence is not None:
+        return evidence.revision > task.revision
+    if task.limits.progress_mode != "novelty":
+        return False
+    if result.data_hash:
+        seen = result.data_hash
+    elif result.data is not None:
+        seen = data_hash(result.data)
+    else:
+        return False
+    if seen in task.seen_hashes:
+        return False
+    task.seen_hashes.append(seen)
+    return True
+
+
+def report_result(
+    task: TaskState, call: ToolCallView, result: ToolResult, now: datetime
+) -> Outcome:
+    """Steps 1-9 of the tool result report, in order.
+
+    Always accepted, even on a stopped task: the tool ran and its call must close, and a
+    committed write must reach the ledger. On a stopped task only the ledger change is
+    returned (`operation_state`/`operation_result`); no counter or window moves.
+    """
+    op_state, op_result = _ledger_change(task, call, result)
+    ledger = {"operation_state": op_state, "operation_result": op_result}
+    if task.terminal:
+        return already_stopped(task, fingerprint=call.fingerprint, **ledger)
+    is_write = call.effect == WRITE
+    fp = call.fingerprint
+
+    # 1. No usable result.
+    unusable = _usable_kind(call, result)
+    if unusable is not None:
+        if is_write:
+            reason = "unknown_commit" if unusable == "executor_error" else unusable
+            return halt(task, NEEDS_HUMAN, reason, fingerprint=fp, **ledger)
+        return halt(task, FAILED, unusable, fingerprint=fp)
+
+    # 2. Evidence must be well formed before anything trusts it.
+    evidence, valid = parse_evidence(result.evidence, task.revision)
+    if not valid:
+        if is_write:
+            return halt(task, NEEDS_HUMAN, "invalid_evidence", fingerprint=fp, **ledger)
+        return halt(task, FAILED, "invalid_evidence", fingerprint=fp)
+
+    # 3. A write's commit: only the verifier's proof settles it either way.
+    if is_write and op_state == UNKNOWN:
+        return halt(task, NEEDS_HUMAN, "unknown_commit", fingerprint=fp, **ledger)
+
+    # 4. The tool's own verdict.
+    if result.kind == FATAL:
+        return halt(task, FAILED, "fatal", fingerprint=fp, **ledger)
+    if result.kind == PRECONDITION:
+        return halt(task, NEEDS_HUMAN, "precondition", fingerprint=fp, **ledger)
+
+    # 5. Progress. Waiting (PENDING) is neither progress nor a loop: polls bound it.
+    note_milestone(task, evidence)
+    progress = False
+    if result.kind != PENDING:
+        progress = _made_progress(task, result, evidence)
+        if progress:
+            if evidence is not None:
+                task.revision = evidence.revision
+            task.stagnant = 0
+            task.window.clear()
+            # The blocked markers belong to the window: after progress, a call that was
+            # nudged before is a fresh call again and earns a fresh nudge.
+            task.blocked.clear()
+        else:
+            task.stagnant += 1
+        task.window.append(WindowEntry(fingerprint=fp, tool=call.tool, args=call.args_text))
+
+    # 6. Verified completion.
+    if evidence is not None and evidence.done:
+        task.revision = max(task.revision, evidence.revision)
+        return halt(task, COMPLETED, "goal_met", fingerprint=fp, progress=progress, **ledger)
+
+    # 7. Too many steps without verified progress.
+    if task.stagnant >= task.limits.max_stagnant:
+        return halt(task, PARTIAL, "no_progress", fingerprint=fp, progress=progress, **ledger)
+
+    # 8. Retry and wait: one retry budget for every layer, every wait inside the deadline.
+    wait_ms: int | None = None
+    if result.kind in (RETRYABLE, PENDING):
+        if result.kind == RETRYABLE:
+            attempts = result.attempts if is_int(result.attempts) and result.attempts >= 1 else 1
+            task.retries += attempts
+            if task.retries > task.limits.max_retries:
+                return halt(
+                    task, PARTIAL, "retry_budget", fingerprint=fp, progress=progress, **ledger
+                )
+        if not is_int(result.wait_ms) or result.wait_ms <= 0:
+            return halt(task, FAILED, "invalid_wait", fingerprint=fp, progress=progress, **ledger)
+        if now + timedelta(milliseconds=result.wait_ms) >= task.deadline_at:
+            return halt(task, PARTIAL, "deadline", fingerprint=fp, progress=progress, **ledger)
+        wait_ms = result.wait_ms
+
+    # 9.
+    return Outcome(decision=CONTINUE, fingerprint=fp, progress=progress, wait_ms=wait_ms, **ledger)

@@ -1,0 +1,92 @@
+"""The few moves every guard rule shares: stopping a task, answering a stopped one, and
+accepting the application's evidence.
+
+Kept in one place so a stop is written the same way by every rule: state and reason set once,
+`stopped_now` true only on the call that wrote it (the service builds the report and the stop
+event exactly then), and a terminal task answered without being touched (stops are sticky).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from .types import STOP, Outcome, TaskState
+
+
+def halt(task: TaskState, state: str, reason: str, **extra: Any) -> Outcome:
+    """Move a RUNNING task to a terminal `state` for `reason`; the decision is STOP."""
+    task.state = state
+    task.reason = reason
+    return Outcome(decision=STOP, reason=reason, stopped_now=True, **extra)
+
+
+def already_stopped(task: TaskState, **extra: Any) -> Outcome:
+    """The answer for any call on a terminal task: STOP with the stored reason, nothing changed."""
+    return Outcome(decision=STOP, reason=task.reason, stopped_now=False, **extra)
+
+
+def to_decimal(value: Any) -> Decimal:
+    """Money as Decimal whatever the caller passed (Decimal, int, str, float via its repr).
+
+    Floats go through str() so 0.1 stays 0.1 instead of its binary expansion.
+    """
+    if isinstance(value, Decimal):
+        return value
+    if value is None:
+        return Decimal("0")
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not an amount")
+    try:
+        return Decimal(str(value))
+    except InvalidOperation as exc:
+        raise ValueError(f"not an amount: {value!r}") from exc
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool: JSON `true` must never pass for a revision or a count."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class Evidence:
+    """The application's verifier speaking, after validation. Only this moves the revision."""
+
+    revision: int
+    done: bool
+    committed: bool | None = None
+    milestone: str | None = None
+
+
+def parse_evidence(raw: Any, current_revision: int) -> tuple[Evidence | None, bool]:
+    """(evidence or None, valid). Absent evidence is valid and None.
+
+    The revision may not go backwards: a verifier reporting an older revision than the task
+    already holds is confused or replaying, and its word cannot be trusted for anything else in
+    the same report (done, committed) either.
+    """
+    if raw is None:
+        return None, True
+    if not isinstance(raw, dict):
+        return None, False
+    revision = raw.get("revision")
+    done = raw.get("done")
+    if not is_int(revision) or revision < current_revision:
+        return None, False
+    if not isinstance(done, bool):
+        return None, False
+    # Optional fields sent as JSON null read as absent: "the verifier does not say".
+    committed = raw.get("committed")
+    if committed is not None and not isinstance(committed, bool):
+        return None, False
+    milestone = raw.get("milestone")
+    if milestone is not None and not isinstance(milestone, str):
+        return None, False
+    return Evidence(revision=revision, done=done, committed=committed, milestone=milestone), True
+
+
+def note_milestone(task: TaskState, evidence: Evidence | None) -> None:
+    """Remember a verified milestone once, in the order first reached (the report's `completed`)."""
+    if evidence is not None and evidence.milestone and evidence.milestone not in task.milestones:
+        task.milestones.append(evidence.milestone)

@@ -1,0 +1,62 @@
+"""Demo data for the embedded default: profiles, prices, an admin, a looping demo agent."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from agents.models import Agent, LimitProfile, ModelPrice, ToolPolicy
+
+PROFILES = {
+    "default": {"description": "DESIGN.md section 5 defaults"},
+    "patient": {
+        "description": "for agents that verify little: more steps without progress",
+        "max_stagnant": 10,
+    },
+    "strict": {
+        "description": "small budgets, stop on the first repeat",
+        "max_model_calls": 8,
+        "max_tool_executions": 8,
+        "repeat_action": "stop",
+        "max_cost": Decimal("0.50"),
+    },
+}
+
+
+class Command(BaseCommand):
+    help = "Create demo profiles, prices, an admin (admin/admin) and the demo agent's token file."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--token-file", default=str(Path(settings.DATA_DIR) / "demo-agent.token"))
+        parser.add_argument("--admin-password", default="admin")
+
+    def handle(self, *args, token_file, admin_password, **options):
+        for name, fields in PROFILES.items():
+            LimitProfile.objects.update_or_create(name=name, defaults=fields)
+        ModelPrice.objects.get_or_create(
+            model="*", defaults={"input_per_million": Decimal("3.00"),
+                                 "output_per_million": Decimal("15.00")},
+        )  # fmt: skip
+        ToolPolicy.objects.get_or_create(
+            tool="web_search", defaults={"ignore_fields": ["request_id", "trace.span"]}
+        )
+        call_command("create_operator", "admin", password=admin_password, admin=True,
+                     stdout=open("/dev/null", "w"))  # fmt: skip
+        call_command("create_operator", "operator", password="operator",
+                     stdout=open("/dev/null", "w"))  # fmt: skip
+        path = Path(token_file)
+        if not path.exists() or not Agent.objects.filter(name="demo-agent").exists():
+            from io import StringIO
+
+            out = StringIO()
+            call_command("create_agent", "demo-agent", namespace="demo", stdout=out)
+            path.write_text(out.getvalue().strip().splitlines()[-1] + "\n")
+            path.chmod(0o600)
+        self.stdout.write(
+            "demo data ready: sign in as admin/admin (or operator/operator); "
+            f"demo agent token in {path}"
+        )

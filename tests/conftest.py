@@ -1,0 +1,118 @@
+"""Shared fixtures: an agent, another agent, an operator, an admin and an outsider, each with a
+token, and a JSON API caller."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+
+@dataclass
+class Caller:
+    """Calls the API with one bearer token through Django's test client."""
+
+    client: object
+    token: str
+
+    def _call(self, method: str, path: str, body=None, raw: str | None = None):
+        url = path if path.startswith("/") else f"/api/v1/{path}"
+        kwargs = {"HTTP_AUTHORIZATION": f"Bearer {self.token}"}
+        if raw is not None:
+            kwargs.update(data=raw, content_type="application/json")
+        elif body is not None:
+            kwargs.update(data=json.dumps(body), content_type="application/json")
+        response = getattr(self.client, method)(url, **kwargs)
+        is_json = "json" in response.get("Content-Type", "") and response.content
+        response.body = response.json() if is_json else None
+        return response
+
+    def get(self, path):
+        return self._call("get", path)
+
+    def post(self, path, body=None, raw=None):
+        return self._call("post", path, body if body is not None else {}, raw)
+
+    def patch(self, path, body=None):
+        return self._call("patch", path, body or {})
+
+    def delete(self, path):
+        return self._call("delete", path)
+
+
+def _last_line(command: str, *args, **options) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command(command, *args, stdout=out, **options)
+    return out.getvalue().strip().splitlines()[-1]
+
+
+@pytest.fixture
+def make_agent(db):
+    def make(name: str, **options) -> tuple[object, str]:
+        from agents.models import Agent
+
+        token = _last_line("create_agent", name, **options)
+        return Agent.objects.get(name=name), token
+
+    return make
+
+
+@pytest.fixture
+def make_user(db):
+    def make(username: str, *, admin: bool = False, groups: bool = True) -> tuple[object, str]:
+        from django.contrib.auth import get_user_model
+
+        from agents.models import ApiToken
+
+        if groups:
+            token = _last_line("create_operator", username, password="pw", admin=admin)
+            return get_user_model().objects.get(username=username), token
+        user = get_user_model().objects.create_user(username=username, password="pw")
+        raw, key_hash, prefix = ApiToken.generate()
+        ApiToken.objects.create(user=user, key_hash=key_hash, prefix=prefix)
+        return user, raw
+
+    return make
+
+
+@pytest.fixture
+def agent(make_agent, client):
+    obj, token = make_agent("agent-a", namespace="ns-a")
+    return Caller(client, token), obj
+
+
+@pytest.fixture
+def agent_api(agent):
+    return agent[0]
+
+
+@pytest.fixture
+def other_agent_api(make_agent, client):
+    _, token = make_agent("agent-b", namespace="ns-b")
+    return Caller(client, token)
+
+
+@pytest.fixture
+def operator_api(make_user, client):
+    return Caller(client, make_user("olivia")[1])
+
+
+@pytest.fixture
+def admin_api(make_user, client):
+    return Caller(client, make_user("adam", admin=True)[1])
+
+
+@pytest.fixture
+def outsider_api(make_user, client):
+    return Caller(client, make_user("oscar", groups=False)[1])
+
+
+@pytest.fixture
+def on_postgres():
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://...)")
