@@ -4,6 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agents.api import operator_views as o
+from agents.api import schema as _schema  # noqa: F401  (registers the auth scheme)
 from agents.api import views as v
 
 urlpatterns = [
