@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from agents.api.fields import JSONObject, Money, StrictBool, StrictInt, StrictStr
+from agents.api.fields import BIGINT_MAX, JSONObject, Money, StrictInt, StrictStr
 from agents.guard import types as g
 
 
@@ -53,7 +53,7 @@ class ToolRequestIn(Strict):
     operation_key = StrictStr(required=False, allow_blank=True, max_length=300)
     job_id = StrictStr(required=False, allow_blank=True, max_length=200)
     call_id = StrictStr(required=False, allow_blank=True, max_length=200)
-    model_call = StrictInt(required=False, min_value=1)
+    model_call = StrictInt(required=False, min_value=1, max_value=BIGINT_MAX)
 
 
 class ToolResultIn(Strict):
@@ -62,9 +62,10 @@ class ToolResultIn(Strict):
     code = StrictStr(required=False, allow_blank=True, max_length=100)
     data = serializers.JSONField(required=False, allow_null=True)
     data_hash = StrictStr(required=False, allow_blank=True, max_length=128)
-    wait_ms = StrictInt(required=False)
+    # Any wait is judged by the guard (past the deadline: PARTIAL/deadline), never a 400.
+    wait_ms = StrictInt(required=False, min_value=-BIGINT_MAX, max_value=BIGINT_MAX)
     job_id = StrictStr(required=False, allow_blank=True, max_length=200)
-    attempts = StrictInt(required=False, min_value=1, default=1)
+    attempts = StrictInt(required=False, min_value=1, max_value=10_000, default=1)
     duration_ms = StrictInt(required=False, min_value=0)
     error = StrictStr(required=False, allow_blank=True, trim_whitespace=False)
     # Evidence is validated by the guard (invalid evidence stops the task, it is not a 400).

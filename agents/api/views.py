@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -35,7 +36,7 @@ def visible_task(request, task_id) -> Task:
         query = query.filter(agent=agent)
     try:
         return query.get(pk=task_id)
-    except (Task.DoesNotExist, ValueError):
+    except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
 
 

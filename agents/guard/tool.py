@@ -351,7 +351,8 @@ def report_result(
                 )
         if not is_int(result.wait_ms) or result.wait_ms <= 0:
             return halt(task, FAILED, "invalid_wait", fingerprint=fp, progress=progress, **ledger)
-        if now + timedelta(milliseconds=result.wait_ms) >= task.deadline_at:
+        # Compared as numbers: `now + wait` would overflow datetime for an absurd wait_ms.
+        if result.wait_ms >= (task.deadline_at - now) / timedelta(milliseconds=1):
             return halt(task, PARTIAL, "deadline", fingerprint=fp, progress=progress, **ledger)
         wait_ms = result.wait_ms
 

@@ -14,6 +14,9 @@ from typing import Any
 
 from .types import STOP, Outcome, TaskState
 
+# A revision is stored in a 64-bit column; a larger one cannot be a real verifier's.
+REVISION_MAX = 9_223_372_036_854_775_807
+
 
 def halt(task: TaskState, state: str, reason: str, **extra: Any) -> Outcome:
     """Move a RUNNING task to a terminal `state` for `reason`; the decision is STOP."""
@@ -72,7 +75,7 @@ def parse_evidence(raw: Any, current_revision: int) -> tuple[Evidence | None, bo
         return None, False
     revision = raw.get("revision")
     done = raw.get("done")
-    if not is_int(revision) or revision < current_revision:
+    if not is_int(revision) or not current_revision <= revision <= REVISION_MAX:
         return None, False
     if not isinstance(done, bool):
         return None, False

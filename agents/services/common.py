@@ -6,6 +6,7 @@ import uuid
 from datetime import date
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.db.models import F
 
 from agents.errors import NotFound
@@ -27,7 +28,7 @@ def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
         query = query.filter(agent=agent)
     try:
         return query.get(pk=task_id)
-    except (Task.DoesNotExist, ValueError):
+    except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
 
 

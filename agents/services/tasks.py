@@ -50,6 +50,7 @@ def task_create(
         raise BadInput("Limits may only be tightened.", code="BAD_LIMITS",
                        fields={f"limits.{k}": v for k, v in exc.fields.items()}) from None
     now = timezone.now()
+    refused: TriggerLoop | None = None
     with transaction.atomic():
         Agent.objects.select_for_update().filter(pk=agent.pk).first()
         if trigger_key:
@@ -65,24 +66,28 @@ def task_create(
                     reason=trigger_key, code="TRIGGER_LOOP",
                     detail={"trigger_key": trigger_key, "recent": recent, "limit": per_trigger},
                 )  # fmt: skip
-                raise TriggerLoop(
+                refused = TriggerLoop(
                     f"Trigger {trigger_key!r} created {recent} tasks in the last {window} s; "
                     f"the limit is {per_trigger}. An outer workflow is probably restarting "
                     "the task.",
                     code="TRIGGER_LOOP",
                 )
-        task = Task.objects.create(
-            agent=agent,
-            profile=chosen,
-            goal=goal,
-            external_ref=external_ref or "",
-            trigger_key=trigger_key or "",
-            limits=task_limits.to_dict(),
-            deadline_at=now + timedelta(seconds=task_limits.deadline_seconds),
-        )
-        Phase.objects.create(task=task, number=1, reason="created")
-        Event.objects.create(
-            task=task, agent=agent, kind="task_created", phase=1, actor=f"agent:{agent.name}",
-            detail={"profile": chosen.name if chosen else None, "limits": limits or {}},
-        )  # fmt: skip
+        if refused is None:
+            task = Task.objects.create(
+                agent=agent,
+                profile=chosen,
+                goal=goal,
+                external_ref=external_ref or "",
+                trigger_key=trigger_key or "",
+                limits=task_limits.to_dict(),
+                deadline_at=now + timedelta(seconds=task_limits.deadline_seconds),
+            )
+            Phase.objects.create(task=task, number=1, reason="created")
+            Event.objects.create(
+                task=task, agent=agent, kind="task_created", phase=1, actor=f"agent:{agent.name}",
+                detail={"profile": chosen.name if chosen else None, "limits": limits or {}},
+            )  # fmt: skip
+    if refused is not None:
+        # Raised once the block has committed: the refusal's audit event must survive it.
+        raise refused
     return task

@@ -1,0 +1,75 @@
+"""create_agent and create_operator print a working API token as the last line of stdout."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from agents.models import Agent, LimitProfile
+from tests.conftest import Caller
+
+pytestmark = pytest.mark.django_db
+
+
+def last_line(command, *args, **options) -> str:
+    out = StringIO()
+    call_command(command, *args, stdout=out, **options)
+    return out.getvalue().strip().splitlines()[-1]
+
+
+def test_create_agent_prints_a_token_that_runs_tasks(client):
+    LimitProfile.objects.create(name="tight", max_model_calls=3)
+
+    token = last_line(
+        "create_agent", "billing-bot", namespace="billing", profile="tight", daily_cap="2.50"
+    )
+
+    agent = Agent.objects.get(name="billing-bot")
+    assert (agent.namespace, agent.daily_cost_cap) == ("billing", Decimal("2.50"))
+    api = Caller(client, token)
+    created = api.post("tasks", {"goal": "x"})
+    assert created.status_code == 201
+    assert created.body["agent"] == "billing-bot"
+    assert created.body["limits"]["max_model_calls"] == 3
+
+
+def test_create_agent_defaults_the_namespace_to_the_name(client):
+    last_line("create_agent", "solo")
+
+    assert Agent.objects.get(name="solo").namespace == "solo"
+
+
+def test_create_agent_refuses_a_bad_daily_cap():
+    with pytest.raises(CommandError):
+        call_command("create_agent", "x", daily_cap="lots", stdout=StringIO())
+    with pytest.raises(CommandError):
+        call_command("create_agent", "x", profile="missing", stdout=StringIO())
+
+
+def test_create_operator_prints_a_token_with_operator_rights(client):
+    token = last_line("create_operator", "ops1", password="pw")
+
+    api = Caller(client, token)
+    assert api.get("tasks").status_code == 200
+    assert api.get("operations").status_code == 200
+    assert api.post("profiles", {"name": "p"}).status_code == 403
+
+
+def test_create_operator_with_admin_prints_a_token_with_admin_rights(client):
+    token = last_line("create_operator", "boss", admin=True)
+
+    api = Caller(client, token)
+    assert api.post("profiles", {"name": "p"}).status_code == 201
+
+
+def test_each_run_issues_a_new_token_and_keeps_the_old_one(client):
+    first = last_line("create_agent", "bot")
+    second = last_line("create_agent", "bot")
+
+    assert first != second
+    assert Caller(client, first).get("tasks").status_code == 200
+    assert Caller(client, second).get("tasks").status_code == 200

@@ -1,0 +1,96 @@
+"""Limit profiles: admins create, change and delete them; tasks copy them at creation."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import Event, LimitProfile
+
+from .helpers import new_task
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_lets_an_admin_create_a_profile_that_tasks_copy(admin_api, agent_api):
+    response = admin_api.post(
+        "profiles",
+        {"name": "tight", "max_model_calls": 3, "max_cost": "0.50", "repeat_action": "stop"},
+    )
+
+    assert response.status_code == 201, response.body
+    assert response.body["name"] == "tight"
+    assert response.body["max_model_calls"] == 3
+    task = new_task(agent_api, profile="tight")
+    assert task["profile"] == "tight"
+    assert task["limits"]["max_model_calls"] == 3
+    assert task["limits"]["repeat_action"] == "stop"
+    assert task["limits"]["max_tool_executions"] == 20
+    assert Event.objects.filter(kind="profile_created").count() == 1
+
+
+def test_it_lets_an_admin_read_change_and_delete_a_profile(admin_api, agent_api):
+    LimitProfile.objects.create(name="tight", max_model_calls=3)
+    task = new_task(agent_api, profile="tight")
+
+    assert admin_api.get("profiles/tight").body["max_model_calls"] == 3
+    changed = admin_api.patch("profiles/tight", {"max_model_calls": 4})
+    assert changed.status_code == 200, changed.body
+    assert changed.body["max_model_calls"] == 4
+    assert "tight" in [p["name"] for p in admin_api.get("profiles").body["profiles"]]
+    deleted = admin_api.delete("profiles/tight")
+    assert deleted.status_code == 204
+    assert admin_api.get("profiles/tight").status_code == 404
+
+    # A task keeps the limits it copied.
+    body = agent_api.get(f"tasks/{task['id']}").body
+    assert body["limits"]["max_model_calls"] == 3
+    assert body["profile"] is None
+
+
+def test_it_refuses_an_invalid_profile(admin_api):
+    before = LimitProfile.objects.count()
+    for body in (
+        {"name": "bad", "max_model_calls": 0},
+        {"name": "bad", "max_stagnant": "x"},
+        {"name": "bad", "near_duplicate_threshold": 1.5},
+        {"max_model_calls": 3},
+    ):
+        response = admin_api.post("profiles", body)
+        assert response.status_code == 400, (body, response.body)
+        assert response.body["error"]["fields"]
+
+    assert LimitProfile.objects.count() == before
+
+
+def test_it_refuses_a_duplicate_profile_name(admin_api):
+    LimitProfile.objects.create(name="tight", max_model_calls=3)
+
+    response = admin_api.post("profiles", {"name": "tight", "max_model_calls": 9})
+
+    assert response.status_code == 400
+    assert "name" in response.body["error"]["fields"]
+    assert LimitProfile.objects.get(name="tight").max_model_calls == 3
+
+
+def test_it_lets_an_agent_only_tighten_its_profile(agent_api):
+    LimitProfile.objects.create(name="tight", max_model_calls=3)
+
+    looser = agent_api.post(
+        "tasks", {"goal": "x", "profile": "tight", "limits": {"max_model_calls": 4}}
+    )
+    tighter = agent_api.post(
+        "tasks", {"goal": "x", "profile": "tight", "limits": {"max_model_calls": 2}}
+    )
+
+    assert looser.status_code == 400
+    assert looser.body["error"]["code"] == "BAD_LIMITS"
+    assert "limits.max_model_calls" in looser.body["error"]["fields"]
+    assert tighter.status_code == 201
+    assert tighter.body["limits"]["max_model_calls"] == 2
+
+
+def test_it_refuses_an_unknown_profile_at_task_creation(agent_api):
+    response = agent_api.post("tasks", {"goal": "x", "profile": "nope"})
+
+    assert response.status_code == 400
+    assert response.body["error"]["code"] == "UNKNOWN_PROFILE"

@@ -1,0 +1,163 @@
+"""An operator's resume: a new phase on top of the consumed usage, limits raised by the grant."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+
+from agents.models import Event, Phase
+
+from .helpers import (
+    assert_stopped,
+    evidence,
+    execute,
+    gate,
+    get_task,
+    new_task,
+    request_tool,
+    settle,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def resume(api, task_id, reason="checked the plan", **grant):
+    body = {"reason": reason}
+    if grant:
+        body["grant"] = grant
+    return api.post(f"tasks/{task_id}/resume", body)
+
+
+def spend_two_model_calls(agent_api):
+    task = new_task(agent_api, limits={"max_model_calls": 2})
+    for _ in range(2):
+        settle(agent_api, task["id"], gate(agent_api, task["id"])["model_call"])
+    assert_stopped(gate(agent_api, task["id"]), "PARTIAL", "model_budget", "GUARD_ROUND_LIMIT")
+    return task
+
+
+def test_it_starts_phase_two_with_the_usage_kept_and_limits_raised(agent_api, operator_api):
+    task = spend_two_model_calls(agent_api)
+    before = get_task(agent_api, task["id"])
+
+    response = resume(operator_api, task["id"], model_calls=3, seconds=600, cost="1.50")
+
+    assert response.status_code == 200, response.body
+    body = response.body
+    assert (body["state"], body["reason"], body["report"]) == ("RUNNING", None, None)
+    assert body["phase"] == 2
+    assert body["usage"] == before["usage"]
+    assert body["limits"]["max_model_calls"] == 5
+    assert body["limits"]["deadline_seconds"] == 900 + 600
+    assert Decimal(body["limits"]["max_cost"]) == Decimal("6.50")
+    assert body["remaining"]["model_calls"] == 3
+    moved = datetime.fromisoformat(body["deadline_at"]) - datetime.fromisoformat(
+        before["deadline_at"]
+    )
+    assert moved.total_seconds() == 600
+    phase = Phase.objects.get(task_id=task["id"], number=2)
+    assert phase.reason == "checked the plan"
+    assert phase.started_by.username == "olivia"
+    assert Phase.objects.get(task_id=task["id"], number=1).end_reason == "model_budget"
+    assert Event.objects.filter(task_id=task["id"], kind="task_resumed").count() == 1
+
+    allowed = gate(agent_api, task["id"])
+    assert (allowed["decision"], allowed["round"]) == ("ALLOW", 3)
+
+
+def test_it_stops_again_when_the_grant_is_used_up(agent_api, operator_api):
+    task = spend_two_model_calls(agent_api)
+    resume(operator_api, task["id"], model_calls=1)
+    settle(agent_api, task["id"], gate(agent_api, task["id"])["model_call"])
+
+    answer = gate(agent_api, task["id"])
+
+    stop_report = assert_stopped(answer, "PARTIAL", "model_budget", "GUARD_ROUND_LIMIT")
+    assert stop_report["phase"] == 2
+    assert stop_report["usage"]["model_calls"] == 3
+
+
+def test_it_remembers_the_looping_call_after_a_resume(agent_api, operator_api):
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "search", {"q": "x"})
+    execute(agent_api, task["id"], "search", {"q": "x"})
+    request_tool(agent_api, task["id"], "search", {"q": "x"})
+    request_tool(agent_api, task["id"], "search", {"q": "x"})
+    assert get_task(agent_api, task["id"])["reason"] == "same_call"
+    resume(operator_api, task["id"], tool_requests=5)
+
+    answer = request_tool(agent_api, task["id"], "search", {"q": "x"})
+
+    assert_stopped(answer, "PARTIAL", "same_call", "GUARD_LOOP_DETECTED")
+    assert answer["report"]["phase"] == 2
+
+
+def test_it_starts_counting_stagnant_steps_again(agent_api, operator_api):
+    task = new_task(agent_api)
+    for n in range(3):
+        execute(agent_api, task["id"], "search", {"q": str(n)})
+    assert get_task(agent_api, task["id"])["reason"] == "no_progress"
+
+    body = resume(operator_api, task["id"]).body
+
+    assert body["stagnant"] == 0
+    execute(agent_api, task["id"], "search", {"q": "new idea"})
+    assert get_task(agent_api, task["id"])["state"] == "RUNNING"
+
+
+def test_it_refuses_to_resume_a_running_task(agent_api, operator_api):
+    task = new_task(agent_api)
+
+    response = resume(operator_api, task["id"])
+
+    assert response.status_code == 409
+    assert response.body["error"]["code"] == "TASK_RUNNING"
+    assert get_task(agent_api, task["id"])["phase"] == 1
+
+
+def test_it_refuses_to_resume_a_completed_task(agent_api, operator_api):
+    task = new_task(agent_api)
+    agent_api.post(f"tasks/{task['id']}/finish", {"evidence": evidence(1, done=True)})
+
+    response = resume(operator_api, task["id"])
+
+    assert response.status_code == 409
+    assert response.body["error"]["code"] == "TASK_COMPLETED"
+    assert "completed" in response.body["error"]["message"]
+    body = get_task(agent_api, task["id"])
+    assert (body["state"], body["phase"]) == ("COMPLETED", 1)
+
+
+def test_it_refuses_to_resume_while_a_write_is_in_flight(agent_api, operator_api):
+    task = new_task(agent_api)
+    request_tool(
+        agent_api, task["id"], "send_email", {"to": "x"}, "write", operation_key="notice-1"
+    )
+    operator_api.post(f"tasks/{task['id']}/stop", {"reason": "runaway"})
+
+    response = resume(operator_api, task["id"])
+
+    assert response.status_code == 409
+    assert response.body["error"]["code"] == "OPERATIONS_UNRESOLVED"
+    assert "notice-1" in response.body["error"]["message"]
+    assert get_task(agent_api, task["id"])["state"] == "STOPPED"
+
+
+def test_it_requires_a_reason(agent_api, operator_api):
+    task = spend_two_model_calls(agent_api)
+
+    for body in ({}, {"reason": ""}, {"reason": "   "}):
+        response = operator_api.post(f"tasks/{task['id']}/resume", body)
+        assert response.status_code == 400, body
+        assert "reason" in response.body["error"]["fields"]
+
+    assert get_task(agent_api, task["id"])["state"] == "PARTIAL"
+
+
+def test_it_answers_404_for_an_unknown_task(operator_api):
+    response = resume(operator_api, "00000000-0000-0000-0000-000000000000")
+
+    assert response.status_code == 404
+    assert resume(operator_api, "not-a-uuid").status_code == 404

@@ -1,0 +1,90 @@
+"""same_call: the same tool with the same effective args again and again."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import ToolPolicy
+
+from .helpers import (
+    assert_stop_is_sticky,
+    assert_stopped,
+    evidence,
+    execute,
+    get_task,
+    new_task,
+    request_tool,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_blocks_the_third_identical_read_then_stops_on_the_fourth(agent_api):
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "search", {"q": "invoice 42"})
+    execute(agent_api, task["id"], "search", {"q": "invoice 42"})
+
+    blocked = request_tool(agent_api, task["id"], "search", {"q": "invoice 42"})
+    assert blocked["decision"] == "BLOCK"
+    assert blocked["observation"]["code"] == "DUPLICATE_TOOL_CALL_BLOCKED"
+    assert blocked["observation"]["success"] is False
+    assert blocked["observation"]["retryable"] is False
+    assert get_task(agent_api, task["id"])["state"] == "RUNNING"
+
+    answer = request_tool(agent_api, task["id"], "search", {"q": "invoice 42"})
+
+    stop_report = assert_stopped(answer, "PARTIAL", "same_call", "GUARD_LOOP_DETECTED")
+    assert stop_report["usage"]["tool_executions"] == 2
+    assert stop_report["usage"]["tool_requests"] == 4
+    assert_stop_is_sticky(agent_api, task["id"])
+
+
+def test_it_stops_without_a_nudge_when_repeat_action_is_stop(agent_api):
+    task = new_task(agent_api, limits={"repeat_action": "stop"})
+    execute(agent_api, task["id"], "search", {"q": "invoice 42"})
+    execute(agent_api, task["id"], "search", {"q": "invoice 42"})
+
+    answer = request_tool(agent_api, task["id"], "search", {"q": "invoice 42"})
+
+    stop_report = assert_stopped(answer, "PARTIAL", "same_call", "GUARD_LOOP_DETECTED")
+    assert stop_report["usage"]["tool_executions"] == 2
+    assert_stop_is_sticky(agent_api, task["id"])
+
+
+def test_it_treats_reordered_keys_as_the_same_call(agent_api):
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "search", {"q": "x", "page": {"n": 1, "size": 10}})
+    execute(agent_api, task["id"], "search", {"page": {"size": 10, "n": 1}, "q": "x"})
+
+    blocked = request_tool(
+        agent_api, task["id"], "search", {"page": {"n": 1, "size": 10}, "q": "x"}
+    )
+
+    assert blocked["decision"] == "BLOCK"
+
+
+def test_it_ignores_the_fields_the_tool_policy_names(agent_api):
+    ToolPolicy.objects.create(tool="search", ignore_fields=["request_id"])
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "search", {"q": "x", "request_id": "r1"})
+    execute(agent_api, task["id"], "search", {"q": "x", "request_id": "r2"})
+
+    blocked = request_tool(agent_api, task["id"], "search", {"q": "x", "request_id": "r3"})
+
+    assert blocked["decision"] == "BLOCK"
+
+
+def test_it_forgets_the_repeats_after_verified_progress(agent_api):
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "search", {"q": "x"})
+    execute(
+        agent_api,
+        task["id"],
+        "search",
+        {"q": "x"},
+        result={"kind": "SUCCESS", "evidence": evidence(1)},
+    )
+
+    again = request_tool(agent_api, task["id"], "search", {"q": "x"})
+
+    assert again["decision"] == "EXECUTE"
