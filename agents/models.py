@@ -371,6 +371,9 @@ class ToolPolicy(models.Model):
         verbose_name_plural = "tool policies"
         ordering = ["tool"]
 
+    def __str__(self) -> str:
+        return self.tool
+
 
 class ModelPrice(models.Model):
     """Price per million tokens, used to reserve before and settle after a model call.
@@ -384,3 +387,70 @@ class ModelPrice(models.Model):
 
     class Meta:
         ordering = ["model"]
+
+
+class Notification(models.Model):
+    """An operator notification about one phase of a task (NEEDS_HUMAN, spend cap).
+
+    The unique (task, phase, kind) row is what makes it go out once: workers claim it with a
+    conditional update before sending and record each channel as it succeeds, so a retry or a
+    duplicate delivery of the job never sends a channel twice.
+    """
+
+    NEEDS_HUMAN = "needs_human"
+    SPEND_CAP = "spend_cap"
+    KINDS = [(NEEDS_HUMAN, NEEDS_HUMAN), (SPEND_CAP, SPEND_CAP)]
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="notifications")
+    phase = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, choices=KINDS)
+    channels = models.JSONField(default=list, blank=True)  # delivered so far: webhook, email
+    attempts = models.PositiveIntegerField(default=0)
+    claimed_until = models.DateTimeField(null=True, blank=True)  # a worker is sending until then
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)  # retries exhausted
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "phase", "kind"], name="notification_once_per_phase"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.task_id} phase {self.phase}"
+
+
+class DailyRollup(models.Model):
+    """Usage and breaker trips of one UTC day, per agent and task type (the profile's name).
+
+    Rebuilt from the trace by `agents.services.rollups.rollup_day`; never edited by hand.
+    """
+
+    day = models.DateField()
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="rollups")
+    profile = models.CharField(max_length=64, blank=True)  # "" for tasks without a profile
+    model_calls = models.PositiveIntegerField(default=0)
+    tool_executions = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(default=Decimal("0"), **MONEY)
+    trips = models.JSONField(default=dict, blank=True)  # {"GUARD_LOOP_DETECTED": 2, ...}
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-day", "agent", "profile"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "profile"], name="daily_rollup_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.agent_id} {self.profile or '-'}"
+
+    @property
+    def trips_total(self) -> int:
+        return sum(self.trips.values())

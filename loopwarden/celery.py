@@ -1,6 +1,17 @@
+"""The Celery app: background jobs that keep Loopwarden from going blind when agents die.
+
+Configured from Django settings (the `CELERY_*` names). The broker comes from
+`CELERY_BROKER_URL`: the embedded default `filesystem://` keeps messages in folders under the
+data directory and needs no server; `redis://...` or `amqp://...` select Redis or RabbitMQ.
+
+Beat runs the periodic jobs below; every one of them is idempotent, so a beat that fires twice,
+or two beats by mistake, change nothing more than one.
+"""
+
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
 from celery import Celery
 
@@ -9,3 +20,49 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
 app = Celery("loopwarden")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def beat_schedule(*, sweep_seconds: int, rollup_seconds: int) -> dict[str, dict]:
+    """The periodic jobs. Sweeps share one interval; rollups of today run less often."""
+    sweep = timedelta(seconds=sweep_seconds)
+    # A sweep that is still queued when the next one is due is not worth running.
+    expires = {"expires": max(sweep_seconds, 1)}
+    return {
+        "sweep-leases": {
+            "task": "agents.tasks.sweep_leases",
+            "schedule": sweep,
+            "options": expires,
+        },
+        "sweep-deadlines": {
+            "task": "agents.tasks.sweep_deadlines",
+            "schedule": sweep,
+            "options": expires,
+        },
+        "sweep-reservations": {
+            "task": "agents.tasks.sweep_reservations",
+            "schedule": sweep,
+            "options": expires,
+        },
+        "reconcile-unknown-operations": {
+            "task": "ledger.tasks.reconcile_unknown_operations",
+            "schedule": sweep,
+            "options": expires,
+        },
+        "rollup-daily": {
+            "task": "agents.tasks.rollup_daily",
+            "schedule": timedelta(seconds=rollup_seconds),
+            "options": {"expires": rollup_seconds},
+        },
+    }
+
+
+@app.on_after_configure.connect
+def _install_beat_schedule(sender: Celery, **_kwargs) -> None:
+    from django.conf import settings
+
+    # A CELERY_BEAT_SCHEDULE in settings wins over the built-in one.
+    if not sender.conf.beat_schedule:
+        sender.conf.beat_schedule = beat_schedule(
+            sweep_seconds=settings.SWEEP_INTERVAL_SECONDS,
+            rollup_seconds=settings.ROLLUP_INTERVAL_SECONDS,
+        )

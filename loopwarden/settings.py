@@ -151,18 +151,38 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        # The worker lists the folder this often; each poll takes one message per free slot.
+        "polling_interval": 0.2,
     }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# One queue name for web, worker and beat; tests give each real worker a queue of its own.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Jobs are idempotent, so a job lost with its worker is better run twice than never.
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Enqueueing happens after a request committed: give up fast rather than hold the request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.5}
+CELERY_TIMEZONE = "UTC"
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15, minimum=1)
 RESERVATION_TIMEOUT_SECONDS = env_int("RESERVATION_TIMEOUT_SECONDS", 600, minimum=1)
+ROLLUP_INTERVAL_SECONDS = env_int("ROLLUP_INTERVAL_SECONDS", 300, minimum=1)
+
+# Reconcilers: HTTP endpoints of tool policies asked about UNKNOWN operations.
+RECONCILE_TIMEOUT_SECONDS = env_int("RECONCILE_TIMEOUT_SECONDS", 10, minimum=1)
+RECONCILE_MAX_CHECKS = env_int("RECONCILE_MAX_CHECKS", 4, minimum=1)
+RECONCILE_BACKOFF_SECONDS = env_int("RECONCILE_BACKOFF_SECONDS", 5, minimum=1)
 
 # Notifications (NEEDS_HUMAN, spend cap pauses).
 NOTIFY_WEBHOOK_URL = env_str("NOTIFY_WEBHOOK_URL", "")
 NOTIFY_EMAILS = env_list("NOTIFY_EMAILS", [])
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "loopwarden@localhost")
+NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10, minimum=1)
+NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 5)
+NOTIFY_BACKOFF_SECONDS = env_int("NOTIFY_BACKOFF_SECONDS", 10, minimum=1)
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {
@@ -172,6 +192,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "loopwarden.decisions": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        "loopwarden.jobs": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "django": {"handlers": ["console"], "level": "WARNING"},
     },
 }

@@ -11,43 +11,101 @@ import logging
 from agents.guard import types as g
 
 log = logging.getLogger("loopwarden.decisions")
+jobs_log = logging.getLogger("loopwarden.jobs")
+
+# Every decision line carries these keys (null when they do not apply), so the lines can be
+# loaded into a table without guessing at columns.
+LINE_KEYS = (
+    "event", "task", "run", "agent", "phase", "round", "tool", "fingerprint", "operation_key",
+    "decision", "reason", "code", "state", "tokens", "duration_ms",
+)  # fmt: skip
 
 
-def decision_logged(task, event: str, outcome: g.Outcome, *, model_call=None, tool_call=None):
-    """One JSON line per decision (and per guard trigger)."""
+def decision_logged(
+    task, event: str, outcome: g.Outcome, *, model_call=None, tool_call=None, operation=None
+) -> None:
+    """One JSON line per decision, and one more per guard trigger (a rule that fired).
+
+    `run` names the task's phase ("<task>:<phase>"): counters survive a resume, runs do not.
+    `round` is the model-call round the decision belongs to (for a model call, its own).
+    """
     if not log.isEnabledFor(logging.INFO):
         return
-    line = {
-        "event": event,
-        "task": str(task.pk),
-        "agent": task.agent_id,
-        "phase": task.phase,
-        "decision": outcome.decision,
-        "reason": outcome.reason or (task.reason if outcome.decision == g.STOP else None),
-        "state": task.state,
-    }
+    reason = outcome.reason or (task.reason if outcome.decision == g.STOP else None)
+    line = dict.fromkeys(LINE_KEYS)
+    line.update(
+        event=event,
+        task=str(task.pk),
+        run=f"{task.pk}:{task.phase}",
+        agent=task.agent_id,
+        phase=task.phase,
+        round=task.model_calls or None,  # the model-call round in progress
+        decision=outcome.decision,
+        reason=reason,
+        code=g.REASON_CODES.get(reason) if reason else None,
+        state=task.state,
+    )
     if model_call is not None:
-        line.update(round=model_call.round, model=model_call.model,
-                    tokens=(model_call.prompt_tokens or 0) + (model_call.completion_tokens or 0))
+        tokens = (model_call.prompt_tokens or 0) + (model_call.completion_tokens or 0)
+        line.update(round=model_call.round, model=model_call.model, seq=model_call.seq,
+                    tokens=tokens if model_call.settled_at else None)  # fmt: skip
     if tool_call is not None:
-        line.update(tool=tool_call.tool, fingerprint=tool_call.fingerprint[:16],
-                    operation_key=tool_call.operation_key or None,
-                    duration_ms=tool_call.duration_ms, seq=tool_call.seq)
+        line.update(
+            tool=tool_call.tool,
+            fingerprint=tool_call.fingerprint or None,
+            operation_key=tool_call.operation_key or None,
+            duration_ms=tool_call.duration_ms,
+            seq=tool_call.seq,
+        )
+    if operation is not None:
+        line.update(tool=operation.tool, fingerprint=operation.fingerprint or None,
+                    operation_key=operation.operation_key)  # fmt: skip
     log.info(json.dumps(line, default=str))
+    # A trigger: a rule that fired without stopping (a BLOCK), or any stop with a code
+    # (goal_met has none: completing is not a trip).
+    trigger = outcome.trigger or (outcome.reason if outcome.stopped_now else None)
+    if trigger and g.REASON_CODES.get(trigger):
+        log.info(json.dumps({**line, "event": "guard_trigger", "trigger_of": event,
+                             "reason": trigger, "code": g.REASON_CODES.get(trigger)},
+                            default=str))  # fmt: skip
+
+
+def notification_kind(task) -> str | None:
+    """Which stops an operator hears about: NEEDS_HUMAN, and a task the spend cap stopped.
+
+    The spend cap does not pause the agent: the cap is per UTC day, so every further gate of
+    that agent today stops its task anyway, and tomorrow it runs again without a human
+    unpausing it. The operator is told so the cap can be raised if the work matters.
+    """
+    if task.state == g.NEEDS_HUMAN:
+        return "needs_human"
+    if task.reason == "spend_cap":
+        return "spend_cap"
+    return None
 
 
 def task_stopped(task) -> None:
-    """Called inside the stopping transaction. Notifications are enqueued on commit."""
+    """Called inside the stopping transaction. Notifications are enqueued on commit.
+
+    The enqueue is `robust`: a broker that is down is logged, never turned into an error of
+    the request that stopped the task (that request has committed by then).
+    """
     from django.db import transaction
 
-    if task.state == g.NEEDS_HUMAN:
-        task_id, phase = str(task.pk), task.phase
+    kind = notification_kind(task)
+    if kind is None:
+        return
+    task_id, phase = str(task.pk), task.phase
 
-        def enqueue() -> None:
-            try:
-                from agents.tasks import notify_needs_human
-            except ImportError:  # background jobs not installed
-                return
-            notify_needs_human.delay(task_id, phase)
+    def enqueue() -> None:
+        try:
+            from agents.tasks import notify_needs_human
 
-        transaction.on_commit(enqueue)
+            notify_needs_human.delay(task_id, phase, kind)
+        except Exception as exc:  # the broker is down or misconfigured
+            jobs_log.error(json.dumps({
+                "event": "notify_enqueue_failed", "task": task_id, "phase": phase,
+                "kind": kind, "error": f"{type(exc).__name__}: {exc}",
+            }))  # fmt: skip
+
+    transaction.on_commit(enqueue, robust=True)

@@ -75,7 +75,10 @@ def model_call_gate(
             reserved_cost=estimate if allowed else Decimal(0),
         )
         if allowed:
-            move_day_money(agent.pk, now.date(), reserved=estimate)
+            # On the day the call row records: the usage report and the reservation sweep
+            # release it from `call.created_at`'s day, which is after `now` by a few
+            # microseconds and so, at midnight, can be the next day.
+            move_day_money(agent.pk, call.created_at.date(), reserved=estimate)
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "model_call", outcome, model_call=call)
     return task, call, outcome
@@ -296,6 +299,7 @@ def _claim(operation, *, agent, task, request, call, fingerprint, lease, now) ->
     operation.lease_expires_at = lease
     operation.claimed_at = now
     operation.attempts += 1
+    operation.reconcile_checks = 0  # a new claim is a new episode for the reconciler
     operation.save()
     return operation
 

@@ -1,0 +1,49 @@
+"""Django admin (/django-admin/) for what admins manage without a console page of its own.
+
+Tool policies: the fields a tool's fingerprint ignores, its near-duplicate threshold, and the
+reconciler URL asked about its UNKNOWN operations (see ledger/reconcilers.py).
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+
+from agents.models import ToolPolicy
+
+
+class ToolPolicyForm(forms.ModelForm):
+    reconcile_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        help_text="Optional. Asked (POST operation_key, namespace, tool, args) whether an "
+        'UNKNOWN operation committed; answers {"state": "committed" | "not_committed" | '
+        '"unknown"}.',
+    )
+
+    class Meta:
+        model = ToolPolicy
+        fields = ["tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url"]
+        help_texts = {
+            "ignore_fields": "A JSON list of argument paths the fingerprint leaves out, e.g. "
+            '["request_id", "options.trace"].',
+        }
+
+    def clean_ignore_fields(self):
+        value = self.cleaned_data["ignore_fields"] or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise forms.ValidationError("Give a JSON list of field names.")
+        return value
+
+    def clean_near_duplicate_threshold(self):
+        value = self.cleaned_data["near_duplicate_threshold"]
+        if value is not None and not 0 <= value <= 1:
+            raise forms.ValidationError("A similarity between 0 and 1.")
+        return value
+
+
+@admin.register(ToolPolicy)
+class ToolPolicyAdmin(admin.ModelAdmin):
+    form = ToolPolicyForm
+    list_display = ["tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url"]
+    search_fields = ["tool"]

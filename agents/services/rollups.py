@@ -1,0 +1,105 @@
+"""Daily rollups for the report: usage and breaker trips per day, agent and task type.
+
+A rollup row is derived data, rebuilt from the trace (model calls, tool calls, stop events) for
+a whole UTC day at a time, so rebuilding a day any number of times gives the same rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Case, Count, DecimalField, F, Q, Sum, Value, When
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from agents.guard import types as g
+from agents.models import MONEY, DailyRollup, Event, ModelCall, ToolCall
+
+CENT_MICROS = Decimal("0.000001")
+_money = DecimalField(**MONEY)
+
+# What a model call cost its agent: the settled cost; a reservation the sweep charged as
+# reserved; both, when the usage arrived after that (the larger one, see model_call_usage).
+CHARGED = Case(
+    When(expired=True, settled_at=None, then=F("reserved_cost")),
+    When(expired=True, then=Greatest(F("cost"), F("reserved_cost"))),
+    When(settled_at__isnull=False, then=F("cost")),
+    default=Value(Decimal(0)),
+    output_field=_money,
+)
+
+
+def day_bounds(day: date) -> tuple[datetime, datetime]:
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def _empty() -> dict:
+    return {"model_calls": 0, "tool_executions": 0, "tokens": 0, "cost": Decimal(0), "trips": {}}
+
+
+def rollup_day(*, day: date) -> int:
+    """Rebuild the rollup rows of one UTC day; returns how many rows the day has.
+
+    Upserts one row per (agent, profile) that had activity and deletes rows of that day that
+    no longer have any (a task deleted since). Runs in one transaction; two rebuilds of a day
+    racing each other both write the same numbers.
+    """
+    start, end = day_bounds(day)
+    in_day = Q(created_at__gte=start, created_at__lt=end)
+    key = ("task__agent_id", "task__profile__name")
+    totals: dict[tuple[int, str], dict] = defaultdict(_empty)
+    model_calls = (
+        ModelCall.objects.filter(in_day, decision=g.ALLOW)
+        .values(*key)
+        .annotate(
+            calls=Count("id"),
+            tokens=Sum(Coalesce("prompt_tokens", 0) + Coalesce("completion_tokens", 0)),
+            cost=Sum(CHARGED),
+        )
+    )
+    for row in model_calls:
+        entry = totals[(row["task__agent_id"], row["task__profile__name"] or "")]
+        entry["model_calls"] = row["calls"]
+        entry["tokens"] = row["tokens"] or 0
+        entry["cost"] = Decimal(row["cost"] or 0).quantize(CENT_MICROS)
+    executions = (
+        ToolCall.objects.filter(in_day, decision=g.EXECUTE).values(*key).annotate(n=Count("id"))
+    )
+    for row in executions:
+        entry = totals[(row["task__agent_id"], row["task__profile__name"] or "")]
+        entry["tool_executions"] = row["n"]
+    trips = (
+        Event.objects.filter(in_day, kind="task_stopped", task__isnull=False)
+        .exclude(code="")
+        .values(*key, "code")
+        .annotate(n=Count("id"))
+    )
+    for row in trips:
+        entry = totals[(row["task__agent_id"], row["task__profile__name"] or "")]
+        entry["trips"][row["code"]] = row["n"]
+    now = timezone.now()
+    rows = [
+        DailyRollup(day=day, agent_id=agent_id, profile=profile, updated_at=now, **values)
+        for (agent_id, profile), values in totals.items()
+    ]
+    with transaction.atomic():
+        stale = [
+            pk
+            for pk, agent_id, profile in DailyRollup.objects.filter(day=day).values_list(
+                "pk", "agent_id", "profile"
+            )
+            if (agent_id, profile) not in totals
+        ]
+        DailyRollup.objects.filter(pk__in=stale).delete()
+        DailyRollup.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["day", "agent", "profile"],
+            update_fields=["model_calls", "tool_executions", "tokens", "cost", "trips",
+                           "updated_at"],
+        )  # fmt: skip
+    return len(rows)

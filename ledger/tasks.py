@@ -1,0 +1,42 @@
+"""Celery jobs of the ledger: asking reconcilers about UNKNOWN operations."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+from django.conf import settings
+
+from ledger import reconcilers
+
+
+@shared_task(ignore_result=True)
+def reconcile_unknown_operations() -> int:
+    """Periodic: queue one check per UNKNOWN operation of a tool with a reconciler."""
+    operation_ids = reconcilers.operations_to_check()
+    for operation_id in operation_ids:
+        check_operation.delay(operation_id)
+    return len(operation_ids)
+
+
+class CheckJob(Task):
+    """Once the bounded checks are spent, the operation's trail says so; it stays UNKNOWN."""
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
+        operation_id = args[0] if args else kwargs["operation_id"]
+        reconcilers.operation_check_gave_up(
+            operation_id=operation_id, error=f"{type(exc).__name__}: {exc}"
+        )
+
+
+@shared_task(
+    bind=True,
+    base=CheckJob,
+    ignore_result=True,
+    autoretry_for=(reconcilers.NoAnswer,),
+    retry_backoff=settings.RECONCILE_BACKOFF_SECONDS,
+    retry_backoff_max=600,
+    max_retries=settings.RECONCILE_MAX_CHECKS - 1,
+)
+def check_operation(self, operation_id: int) -> str | None:
+    """Ask the reconciler once; no answer retries with exponential backoff, up to the bound."""
+    outcome = reconcilers.operation_check(operation_id=operation_id, attempt=self.request.retries)
+    return outcome.verdict

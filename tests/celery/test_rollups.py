@@ -1,0 +1,126 @@
+"""Daily rollups: usage and breaker trips per day, agent and task type, rebuilt idempotently."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from agents.guard import types as g
+from agents.models import DailyRollup, LimitProfile, ModelCall
+from agents.services import runner, sweeps
+from agents.services.rollups import rollup_day
+from agents.tasks import rollup_daily
+
+
+@pytest.fixture
+def busy_day(make_task, start_write, past_lease, agent_row, price):
+    """Two tasks of the default profile and one of 'reports': calls, writes and two stops."""
+    LimitProfile.objects.create(name="reports", lease_seconds=60)
+    first, second = make_task(goal="First"), make_task(goal="Second")
+    third = make_task(goal="Third", profile="reports")
+    for task, tokens in ((first, 100), (first, 50), (third, 10)):
+        _t, call, _o = runner.model_call_gate(task_id=task.pk, agent=agent_row, model="m")
+        runner.model_call_usage(task_id=task.pk, agent=agent_row, model_call_id=call.pk,
+                                prompt_tokens=tokens, completion_tokens=tokens)  # fmt: skip
+    start_write(first, key="k1")
+    start_write(third, key="k2")
+    sweeps.sweep_leases(now=past_lease)  # first and third: NEEDS_HUMAN, GUARD_LEDGER
+    sweeps.sweep_deadlines(now=second.deadline_at + timedelta(seconds=1))  # GUARD_TIME_LIMIT
+    return first, second, third
+
+
+def rows():
+    return {
+        (r.agent.name, r.profile): (r.model_calls, r.tool_executions, r.tokens, r.cost, r.trips)
+        for r in DailyRollup.objects.select_related("agent")
+    }
+
+
+def test_a_day_is_summed_per_agent_and_task_type(busy_day):
+    assert rollup_day(day=timezone.now().date()) == 2
+
+    assert rows() == {
+        # 150 + 100 prompt and completion tokens at 1000/2000 per million: 0.45 + 0.3
+        ("agent-a", "default"): (2, 1, 300, Decimal("0.45"),
+                                 {"GUARD_LEDGER": 1, "GUARD_TIME_LIMIT": 1}),
+        ("agent-a", "reports"): (1, 1, 20, Decimal("0.03"), {"GUARD_LEDGER": 1}),
+    }  # fmt: skip
+
+
+def test_rebuilding_a_day_changes_nothing(busy_day):
+    today = timezone.now().date()
+    rollup_day(day=today)
+    fields = ("pk", "model_calls", "tool_executions", "tokens", "cost", "trips")
+    before = list(DailyRollup.objects.order_by("pk").values(*fields))
+
+    rollup_day(day=today)
+
+    assert list(DailyRollup.objects.order_by("pk").values(*fields)) == before
+
+
+def test_activity_counts_on_the_day_it_happened(busy_day):
+    yesterday = timezone.now() - timedelta(days=1)
+    ModelCall.objects.update(created_at=yesterday)
+
+    rollup_day(day=yesterday.date())
+    rollup_day(day=timezone.now().date())
+
+    by_day = {(r.day, r.profile): r.model_calls for r in DailyRollup.objects.all()}
+    assert by_day[(yesterday.date(), "default")] == 2
+    assert by_day[(timezone.now().date(), "default")] == 0
+
+
+def test_a_reservation_charged_as_reserved_counts_as_spent(make_task, agent_row, price):
+    task = make_task()
+    runner.model_call_gate(task_id=task.pk, agent=agent_row, model="m", est_prompt_tokens=100,
+                           max_output_tokens=100)  # fmt: skip
+    sweeps.sweep_reservations(now=timezone.now() + timedelta(hours=1), timeout_seconds=60)
+
+    rollup_day(day=timezone.now().date())
+
+    assert DailyRollup.objects.get().cost == Decimal("0.3")
+
+
+def test_a_day_without_activity_loses_its_old_rows(busy_day):
+    today = timezone.now().date()
+    rollup_day(day=today)
+    for task in busy_day:
+        task.operations.all().delete()
+        task.delete()
+
+    assert rollup_day(day=today) == 0
+    assert not DailyRollup.objects.exists()
+
+
+def test_the_job_rebuilds_today_and_yesterday(busy_day):
+    assert rollup_daily.apply().get() == 2
+    assert rollup_daily.apply(kwargs={"day": timezone.now().date().isoformat()}).get() == 2
+
+
+def test_the_command_rebuilds_the_days_asked_for(busy_day):
+    out = StringIO()
+    today = timezone.now().date()
+
+    call_command("rollup_daily", "--date", today.isoformat(), "--days", "2", stdout=out)
+
+    assert out.getvalue().splitlines() == [
+        f"{today - timedelta(days=1)}: 0 row(s)", f"{today}: 2 row(s)",
+    ]  # fmt: skip
+    assert DailyRollup.objects.count() == 2
+
+
+def test_completing_is_not_a_trip(make_task, agent_row):
+    task = make_task()
+    runner.task_finish(task_id=task.pk, agent=agent_row, evidence={"revision": 1, "done": True})
+    task.refresh_from_db()
+    assert task.state == g.COMPLETED
+
+    rollup_day(day=timezone.now().date())
+
+    assert not DailyRollup.objects.filter(trips__has_key="GUARD_BAD_INPUT").exists()
+    assert all(not r.trips for r in DailyRollup.objects.all())
