@@ -210,9 +210,7 @@ class Task(models.Model):
             models.Index(fields=["agent", "trigger_key", "created_at"], name="task_trigger"),
         ]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(state__in=g.TASK_STATES), name="task_state_valid"
-            ),
+            models.CheckConstraint(condition=Q(state__in=g.TASK_STATES), name="task_state_valid"),
             models.CheckConstraint(
                 condition=Q(cost_spent__gte=0) & Q(cost_reserved__gte=0),
                 name="task_cost_non_negative",
@@ -283,7 +281,9 @@ class ModelCall(models.Model):
 
     class Meta:
         ordering = ["task", "seq"]
-        indexes = [models.Index(fields=["decision", "settled_at", "created_at"], name="mc_unsettled")]
+        indexes = [
+            models.Index(fields=["decision", "settled_at", "created_at"], name="mc_unsettled")
+        ]
         constraints = [models.UniqueConstraint(fields=["task", "seq"], name="model_call_seq")]
 
 
@@ -294,7 +294,11 @@ class ToolCall(models.Model):
     seq = models.PositiveIntegerField()
     phase = models.PositiveIntegerField()
     model_call = models.ForeignKey(
-        ModelCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="requested_tool_calls"
+        ModelCall,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="requested_tool_calls",
     )
     call_id = models.CharField(max_length=200, blank=True)
     tool = models.CharField(max_length=200)
@@ -443,9 +447,7 @@ class DailyRollup(models.Model):
     class Meta:
         ordering = ["-day", "agent", "profile"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["day", "agent", "profile"], name="daily_rollup_unique"
-            )
+            models.UniqueConstraint(fields=["day", "agent", "profile"], name="daily_rollup_unique")
         ]
 
     def __str__(self) -> str:

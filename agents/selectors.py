@@ -114,8 +114,12 @@ def operation_json(operation: Operation, *, with_history: bool = False) -> dict:
     if with_history:
         body["reconciliations"] = [
             {
-                "verdict": r.verdict, "previous_state": r.previous_state, "note": r.note,
-                "result": r.result, "actor": r.actor, "automatic": r.automatic,
+                "verdict": r.verdict,
+                "previous_state": r.previous_state,
+                "note": r.note,
+                "result": r.result,
+                "actor": r.actor,
+                "automatic": r.automatic,
                 "created_at": r.created_at.isoformat(),
             }  # fmt: skip
             for r in operation.reconciliations.all()

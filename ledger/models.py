@@ -9,7 +9,11 @@ from django.db.models import Q
 from agents.guard import types as g
 
 OP_STATE_CHOICES = [(s, s) for s in g.OPERATION_STATES]
-VERDICT_CHOICES = [(g.OP_COMMITTED, g.OP_COMMITTED), (g.NOT_COMMITTED, g.NOT_COMMITTED), (g.UNKNOWN, g.UNKNOWN)]
+VERDICT_CHOICES = [
+    (g.OP_COMMITTED, g.OP_COMMITTED),
+    (g.NOT_COMMITTED, g.NOT_COMMITTED),
+    (g.UNKNOWN, g.UNKNOWN),
+]
 
 
 class Operation(models.Model):

@@ -10,6 +10,7 @@ from django.utils import timezone
 from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import types as g
 from agents.models import Event
+from agents.services.common import lock_task
 from ledger.models import Operation, Reconciliation
 
 VERDICTS = (g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN)
@@ -28,24 +29,31 @@ def operation_reconcile(
 ) -> Operation:
     """Record a verdict on an UNKNOWN operation (or an IN_FLIGHT one whose lease expired).
 
-    Locks the operation row only. COMMITTED stores the result (later requests get REUSE);
+    Locks the claiming task's row, then the operation row: the lock order of every service
+    (task, then operation). COMMITTED stores the result (later requests get REUSE);
     NOT_COMMITTED lets the key execute again; UNKNOWN records the note and changes nothing.
     """
     if verdict not in VERDICTS:
-        raise BadInput(f"verdict must be one of {', '.join(VERDICTS)}.", code="BAD_VERDICT",
-                       fields={"verdict": "invalid"})
+        raise BadInput(
+            f"verdict must be one of {', '.join(VERDICTS)}.",
+            code="BAD_VERDICT",
+            fields={"verdict": "invalid"},
+        )
     if not (note or "").strip():
         raise BadInput("A note is required.", code="NOTE_REQUIRED", fields={"note": "required"})
     now = timezone.now()
     with transaction.atomic():
         try:
+            # The task first. The audit event below references the task, and on PostgreSQL
+            # that insert waits for the task row lock; holding the operation meanwhile
+            # deadlocked with a tool request that holds the task and waits for the operation.
+            task_id = Operation.objects.values_list("task_id", flat=True).get(pk=operation_id)
+            lock_task(task_id)
             operation = Operation.objects.select_for_update().get(pk=operation_id)
         except (Operation.DoesNotExist, ValueError):
             raise NotFound("No such operation.", code="OPERATION_NOT_FOUND") from None
         lease_over = operation.lease_expires_at is None or operation.lease_expires_at <= now
-        if not (
-            operation.state == g.UNKNOWN or (operation.state == g.IN_FLIGHT and lease_over)
-        ):
+        if not (operation.state == g.UNKNOWN or (operation.state == g.IN_FLIGHT and lease_over)):
             raise Conflict(
                 f"Operation {operation.operation_key} is {operation.state}; only UNKNOWN "
                 "operations are reconciled.",

@@ -1,4 +1,4 @@
-"""Bearer tokens: hashed at rest; an agent token acts as its agent, an operator token as its user."""
+"""Bearer tokens, hashed at rest: an agent token acts as its agent, an operator token as a user."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from agents.api.views import ANY, _valid
 from agents.errors import BadInput, NotFound
 from agents.guard import types as g
 from agents.models import Event, LimitProfile
-from agents.services import operator
+from agents.services import admin, operator
 from ledger import services as ledger_services
 from ledger.models import Operation
 
@@ -36,8 +36,11 @@ class OperationList(APIView):
         state = request.query_params.get("state", "")
         if state:
             if state not in g.OPERATION_STATES:
-                raise BadInput(f"Unknown operation state {state!r}.", code="BAD_STATE",
-                               fields={"state": "invalid"})
+                raise BadInput(
+                    f"Unknown operation state {state!r}.",
+                    code="BAD_STATE",
+                    fields={"state": "invalid"},
+                )
             query = query.filter(state=state)
         return Response({"operations": [selectors.operation_json(o) for o in query[:500]]})
 
@@ -92,16 +95,20 @@ class ProfileSerializer(serializers.ModelSerializer):
 
         limit_names = set(g.Limits.names())
         try:
-            core.validate_limits({k: v for k, v in attrs.items() if k in limit_names},
-                                 partial=True)
+            core.validate_limits({k: v for k, v in attrs.items() if k in limit_names}, partial=True)
         except g.LimitError as exc:
             raise serializers.ValidationError(exc.fields) from None
         return attrs
 
 
 def _audit_profile(request, kind: str, profile: LimitProfile, detail: dict) -> None:
-    Event.objects.create(kind=kind, actor=operator.actor_name(request.user),
-                         actor_user=request.user, reason=profile.name, detail=detail)
+    Event.objects.create(
+        kind=kind,
+        actor=operator.actor_name(request.user),
+        actor_user=request.user,
+        reason=profile.name,
+        detail=detail,
+    )
 
 
 class ProfileList(APIView):
@@ -115,9 +122,7 @@ class ProfileList(APIView):
         require_perm(request, "agents.add_limitprofile")
         serializer = ProfileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        with transaction.atomic():
-            profile = serializer.save()
-            _audit_profile(request, "profile_created", profile, {"fields": serializer.data})
+        profile = admin.profile_save(user=request.user, values=dict(serializer.validated_data))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -137,16 +142,12 @@ class ProfileDetail(APIView):
     def patch(self, request, name):
         require_perm(request, "agents.change_limitprofile")
         profile = self._get(name)
-        before = ProfileSerializer(profile).data
         serializer = ProfileSerializer(profile, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        with transaction.atomic():
-            profile = serializer.save()
-            after = ProfileSerializer(profile).data
-            changed = {k: {"before": before[k], "after": after[k]}
-                       for k in after if before.get(k) != after[k] and k != "updated_at"}
-            _audit_profile(request, "profile_changed", profile, {"changes": changed})
-        return Response(after)
+        profile = admin.profile_save(
+            user=request.user, values=dict(serializer.validated_data), name=name
+        )
+        return Response(ProfileSerializer(profile).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, name):

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from agents.api import bench
 from agents.api import operator_views as o
 from agents.api import schema as _schema  # noqa: F401  (registers the auth scheme)
 from agents.api import views as v
@@ -40,4 +41,5 @@ urlpatterns = [
     path("profiles/<str:name>", o.ProfileDetail.as_view(), name="api-profile"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    *bench.urlpatterns,  # routed only with DEBUG or LOOPWARDEN_BENCH=true
 ]

@@ -38,10 +38,7 @@ def next_seq(task: Task) -> int:
 
 
 def price_of(model: str) -> tuple[Decimal, Decimal]:
-    rows = {
-        row.model: row
-        for row in ModelPrice.objects.filter(model__in=[model or "*", "*"])
-    }
+    rows = {row.model: row for row in ModelPrice.objects.filter(model__in=[model or "*", "*"])}
     row = rows.get(model) or rows.get("*")
     if row is None:
         return Decimal(0), Decimal(0)
@@ -67,11 +64,11 @@ def agent_view(agent_id: int, day_row: AgentDay | None) -> g.AgentView:
     return g.AgentView(paused=paused, daily_cap=cap, spent_today=spent)
 
 
-def move_day_money(agent_id: int, day: date, *, reserved: Decimal = Decimal(0),
-                   spent: Decimal = Decimal(0)) -> None:
+def move_day_money(
+    agent_id: int, day: date, *, reserved: Decimal = Decimal(0), spent: Decimal = Decimal(0)
+) -> None:
     """Add to (or, with negatives, release from) an agent day's reserved and spent money."""
     AgentDay.objects.bulk_create([AgentDay(agent_id=agent_id, day=day)], ignore_conflicts=True)
     AgentDay.objects.filter(agent_id=agent_id, day=day).update(
         reserved=F("reserved") + reserved, spent=F("spent") + spent
     )
-

@@ -20,7 +20,12 @@ from agents.guard import types as g
 from agents.models import Agent, Event, Phase, Task
 from agents.services import hooks
 from agents.services.common import lock_task
-from agents.services.snapshot import apply_state, close_phase_and_report, operations_touched, to_state
+from agents.services.snapshot import (
+    apply_state,
+    close_phase_and_report,
+    operations_touched,
+    to_state,
+)
 from ledger.models import Operation
 
 GRANT_KEYS = ("model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens",
@@ -51,9 +56,10 @@ def task_stop(
     who = actor or (f"agent:{agent.name}" if agent is not None else actor_name(user))
     with transaction.atomic():
         task = lock_task(task_id, agent=agent)
-        if request_id and task.events.filter(
-            kind="stop_requested", detail__request_id=request_id
-        ).exists():
+        if (
+            request_id
+            and task.events.filter(kind="stop_requested", detail__request_id=request_id).exists()
+        ):
             return task
         state = to_state(task)
         outcome = core.stop(state, guard_reason, now)
@@ -94,8 +100,11 @@ def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
             continue
         parsed[key] = number
     if errors:
-        raise BadInput("The grant is not valid.", code="BAD_GRANT",
-                       fields={f"grant.{k}": v for k, v in errors.items()})
+        raise BadInput(
+            "The grant is not valid.",
+            code="BAD_GRANT",
+            fields={f"grant.{k}": v for k, v in errors.items()},
+        )
     return parsed
 
 
@@ -109,8 +118,9 @@ def task_resume(
     raises limits; `stagnant` starts again from 0.
     """
     if not (reason or "").strip():
-        raise BadInput("A reason is required to resume.", code="REASON_REQUIRED",
-                       fields={"reason": "required"})
+        raise BadInput(
+            "A reason is required to resume.", code="REASON_REQUIRED", fields={"reason": "required"}
+        )
     parsed = _parse_grant(grant)
     now = timezone.now()
     with transaction.atomic():
@@ -146,11 +156,16 @@ def task_resume(
     return task
 
 
-def task_set_limits(*, task_id: uuid.UUID | str, user, changes: dict[str, Any], reason: str = "") -> Task:
+def task_set_limits(
+    *, task_id: uuid.UUID | str, user, changes: dict[str, Any], reason: str = ""
+) -> Task:
     """An admin changes a task's own limits. Locks the task row; usage is untouched."""
     if not isinstance(changes, dict) or not changes:
-        raise BadInput("Give the limits to change.", code="BAD_LIMITS",
-                       fields={"limits": "object with at least one field"})
+        raise BadInput(
+            "Give the limits to change.",
+            code="BAD_LIMITS",
+            fields={"limits": "object with at least one field"},
+        )
     try:
         clean = core.validate_limits(changes, partial=True)
     except g.LimitError as exc:
@@ -179,7 +194,9 @@ def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
     A paused agent's next gate or tool request stops its task with agent_paused.
     """
     if not (reason or "").strip():
-        raise BadInput("A reason is required.", code="REASON_REQUIRED", fields={"reason": "required"})
+        raise BadInput(
+            "A reason is required.", code="REASON_REQUIRED", fields={"reason": "required"}
+        )
     with transaction.atomic():
         try:
             agent = Agent.objects.select_for_update().get(name=name)

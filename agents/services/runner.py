@@ -201,9 +201,10 @@ def _tool_call_request_once(
     try:
         with transaction.atomic():
             task = lock_task(task_id, agent=agent)
-            if model_call_id is not None and not task.model_call_rows.filter(
-                pk=model_call_id
-            ).exists():
+            if (
+                model_call_id is not None
+                and not task.model_call_rows.filter(pk=model_call_id).exists()
+            ):
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
             operation = None
             if effect == g.WRITE and operation_key and not task.terminal:
@@ -225,7 +226,9 @@ def _tool_call_request_once(
                 )
             outcome = core.request_tool(state, request, view, agent_view(agent.pk, None), now)
             _, args_text = (
-                core.fingerprint(tool, args, request.ignore_fields) if outcome.fingerprint else ("", "")
+                core.fingerprint(tool, args, request.ignore_fields)
+                if outcome.fingerprint
+                else ("", "")
             )
             call = ToolCall(
                 task=task,
@@ -332,8 +335,9 @@ def tool_call_result(
                 code="TOOL_CALL_NOT_EXECUTED",
             )
         if call.reported_at is not None:
-            raise Conflict("A result for this tool call was already reported.",
-                           code="RESULT_ALREADY_REPORTED")
+            raise Conflict(
+                "A result for this tool call was already reported.", code="RESULT_ALREADY_REPORTED"
+            )
         state = to_state(task)
         view = g.ToolCallView(
             tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,

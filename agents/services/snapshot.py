@@ -53,7 +53,8 @@ def operations_touched(task: Task):
 def operations_of(task: Task) -> list[dict[str, str]]:
     return [
         {"key": key, "state": state}
-        for key, state in operations_touched(task).order_by("claimed_at", "id")
+        for key, state in operations_touched(task)
+        .order_by("claimed_at", "id")
         .values_list("operation_key", "state")
     ]
 

@@ -47,6 +47,8 @@ class Command(BaseCommand):
                 agent.save()
             raw, key_hash, prefix = ApiToken.generate()
             ApiToken.objects.create(agent=agent, key_hash=key_hash, prefix=prefix, name="cli")
-        self.stdout.write(f"{'created' if created else 'updated'} agent {agent.name} "
-                          f"(namespace {agent.namespace})")
+        self.stdout.write(
+            f"{'created' if created else 'updated'} agent {agent.name} "
+            f"(namespace {agent.namespace})"
+        )
         self.stdout.write(raw)

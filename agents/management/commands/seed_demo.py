@@ -31,7 +31,9 @@ class Command(BaseCommand):
     help = "Create demo profiles, prices, an admin (admin/admin) and the demo agent's token file."
 
     def add_arguments(self, parser):
-        parser.add_argument("--token-file", default=str(Path(settings.DATA_DIR) / "demo-agent.token"))
+        parser.add_argument(
+            "--token-file", default=str(Path(settings.DATA_DIR) / "demo-agent.token")
+        )
         parser.add_argument("--admin-password", default="admin")
 
     def handle(self, *args, token_file, admin_password, **options):
