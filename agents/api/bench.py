@@ -1,0 +1,40 @@
+"""The baseline endpoint of `manage.py bench`: the cheapest authenticated write the API can do.
+
+One bearer-token authentication and one single-row UPDATE in one transaction, through the same
+middleware and DRF stack as every guard decision. The bench compares the decisions with it, so
+the figures say what the guard itself costs beyond "an authenticated write to the database".
+
+Routed only when DEBUG is on or LOOPWARDEN_BENCH=true (the bench sets it for its own server).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import path
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.models import ApiToken
+from loopwarden.env import env_bool
+
+
+class Baseline(APIView):
+    @extend_schema(exclude=True)
+    def post(self, request):
+        # The caller's own token row: always there, touched by nobody else in the bench, so
+        # this measures a write and its commit rather than lock waits.
+        with transaction.atomic():
+            ApiToken.objects.filter(pk=request.auth.pk).update(last_used_at=timezone.now())
+        return Response({"ok": True})
+
+
+def enabled() -> bool:
+    return settings.DEBUG or env_bool("LOOPWARDEN_BENCH", False)
+
+
+urlpatterns = (
+    [path("_bench/baseline", Baseline.as_view(), name="api-bench-baseline")] if enabled() else []
+)

@@ -1,0 +1,107 @@
+"""`AsyncClient`, `AsyncTaskSession` and `arun` against a live server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from agents.client import AsyncClient, LoopwardenError, Plan, TaskStopped, ToolReport, arun
+from agents.guard import types as g
+from agents.models import ToolCall
+from ledger.models import Operation
+
+
+def test_the_async_client_drives_every_agent_endpoint(api_url, agent_token):
+    async def main() -> dict[str, Any]:
+        async with AsyncClient(api_url, agent_token) as client:
+            task = await client.create_task("async export", limits={"max_tool_executions": 5})
+            task_id = task["id"]
+            allowed = await client.gate_model_call(task_id, model="m", est_prompt_tokens=10)
+            await client.report_usage(task_id, allowed["model_call"], prompt_tokens=10,
+                                      completion_tokens=2)  # fmt: skip
+            answer = await client.request_tool(task_id, "fetch", {"page": 1},
+                                               model_call=allowed["model_call"])  # fmt: skip
+            reply = await client.report_result(task_id, answer["tool_call"], "SUCCESS",
+                                               evidence={"revision": 1, "done": False})  # fmt: skip
+            assert reply["decision"] == g.CONTINUE
+            listed = await client.list_tasks(state=g.RUNNING)
+            trace = await client.trace(task_id)
+            with pytest.raises(LoopwardenError) as bad:
+                await client.request_tool(task_id, "fetch", {}, effect="erase")
+            assert bad.value.code == "INVALID_FIELDS"
+            finished = await client.finish(task_id, evidence={"revision": 1, "done": True})
+            fetched = await client.get_task(task_id)
+            with pytest.raises(TaskStopped):
+                await client.gate_model_call(task_id)
+            return {"listed": listed, "trace": trace, "finished": finished, "fetched": fetched}
+
+    seen = asyncio.run(main())
+    assert [t["id"] for t in seen["listed"]] == [seen["finished"]["id"]]
+    assert [c["type"] for c in seen["trace"]["calls"]] == ["model_call", "tool_call"]
+    assert seen["finished"]["state"] == seen["fetched"]["state"] == g.COMPLETED
+
+
+def test_the_async_session_wraps_model_calls_and_tools(api_url, agent_token):
+    async def send(args: dict[str, Any]) -> ToolReport:
+        await asyncio.sleep(0)
+        return ToolReport(data={"id": "m-1"},
+                          evidence={"revision": 1, "done": False, "committed": True})  # fmt: skip
+
+    async def main() -> tuple[Any, ...]:
+        async with AsyncClient(api_url, agent_token) as client:
+            session = client.session((await client.create_task("async notify"))["id"])
+            async with session.model_call(model="m") as call:
+                call.usage(5, 5, tool_calls=[{"name": "send", "args": {"to": "a"}}])
+            kwargs = {"effect": "write", "operation_key": "notify-a"}
+            first = await session.tool("send", {"to": "a"}, send, **kwargs)
+            again = await session.tool("send", {"to": "a"}, send, **kwargs)
+
+            async def broken(args: dict[str, Any]) -> Any:
+                raise ConnectionError("reset by peer")
+
+            with pytest.raises(TaskStopped) as caught:
+                await session.tool("send", {"to": "b"}, broken, effect="write",
+                                   operation_key="notify-b")  # fmt: skip
+            return session.task_id, call, first, again, caught.value
+
+    task_id, call, first, again, stopped = asyncio.run(main())
+    assert call.answer == {"decision": g.CONTINUE}
+    assert first == {"success": True, "data": {"id": "m-1"}}
+    assert again == {"success": True, "reused": True, "data": {"id": "m-1"}}
+    assert isinstance(stopped.__cause__, ConnectionError)
+    assert (stopped.state, stopped.reason) == (g.NEEDS_HUMAN, "unknown_commit")
+    assert Operation.objects.get(operation_key="notify-b").state == g.UNKNOWN
+    assert ToolCall.objects.filter(task_id=task_id, model_call=call.model_call).count() == 3
+
+
+def test_arun_accepts_async_plan_execute_and_inspect(api_url, agent_token):
+    async def plan(history: list[dict[str, Any]]) -> Plan:
+        done = sum(1 for item in history if item["role"] == "tool")
+        return Plan(tool_calls=[{"name": "fetch", "args": {"page": done + 1}}])
+
+    async def execute(name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return {"page": args["page"]}
+
+    async def inspect(name: str, args: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        return {"revision": data["page"], "done": data["page"] == 2}
+
+    async def main() -> dict[str, Any]:
+        async with AsyncClient(api_url, agent_token) as client:
+            task_id = (await client.create_task("async loop"))["id"]
+            return await arun(client, task_id, plan, execute, inspect)
+
+    task = asyncio.run(main())
+    assert (task["state"], task["revision"]) == (g.COMPLETED, 2)
+
+
+def test_the_sync_session_refuses_an_async_tool_as_no_result(lw):
+    async def execute(args: dict[str, Any]) -> Any:
+        return 1
+
+    session = lw.session(lw.create_task("wrong driver")["id"])
+    with pytest.raises(TaskStopped):
+        session.tool("fetch", {}, execute)
+    call = ToolCall.objects.get(task_id=session.task_id)
+    assert call.result_kind == g.NO_RESULT and "AsyncTaskSession" in call.result_error

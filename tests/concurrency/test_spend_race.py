@@ -1,0 +1,105 @@
+"""Racing model-call gates and usage reports of one agent: its daily money stays exact.
+
+Every gate reserves its estimate on the agent's day row and every usage report swaps that
+reservation for the actual cost, from several tasks and workers at once. Lost updates would
+leave the day's `spent`/`reserved` different from the sum over the calls; a gate that read a
+stale day row would let the agent past its daily cap.
+"""
+
+from __future__ import annotations
+
+import itertools
+from decimal import Decimal
+
+import pytest
+from django.db.models import Sum
+from django.utils import timezone
+
+from agents.guard import types as g
+from agents.models import AgentDay, ModelCall, ModelPrice, Task
+from tests.live import race
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("on_postgres"),
+]
+
+CAP = Decimal("0.020000")
+ESTIMATE = Decimal("0.002000")  # 1000 prompt + 500 output tokens at 1.00 / 2.00 per million
+TASKS, THREADS_PER_TASK = 4, 3
+
+
+def _sum(query, field) -> Decimal:
+    return query.aggregate(total=Sum(field))["total"] or Decimal(0)
+
+
+@pytest.mark.parametrize(
+    ("prompt_tokens", "actual"),
+    [
+        # Usage equal to the estimate: the cap admits exactly CAP / ESTIMATE calls.
+        (1000, ESTIMATE),
+        # Usage below the estimate: settlements free room while other gates are deciding.
+        (500, Decimal("0.001500")),
+    ],
+    ids=["actual-equals-estimate", "actual-below-estimate"],
+)
+def test_racing_gates_and_usage_reports_keep_the_agent_day_exact(
+    make_agent, api_for, prompt_tokens, actual
+):
+    ModelPrice.objects.create(
+        model="gpt-race", input_per_million=Decimal("1.00"), output_per_million=Decimal("2.00")
+    )
+    agent, token = make_agent("spender", namespace="ns-spend", daily_cap=str(CAP))
+    api = api_for(token)
+    task_ids = [api.post("tasks", {"goal": f"spend {i}"})[1]["id"] for i in range(TASKS)]
+    failures: list[tuple[int, object]] = []
+    allow_number = itertools.count(1)  # next() is atomic under the GIL
+
+    def spend(task_id: str) -> int:
+        """Gate and settle until the guard stops the task; every fourth call stays unsettled."""
+        allowed = 0
+        gate = {"model": "gpt-race", "est_prompt_tokens": 1000, "max_output_tokens": 500}
+        while True:
+            status, answer = api.post(f"tasks/{task_id}/model-calls", gate)
+            if status != 200:
+                failures.append((status, answer))
+                return allowed
+            if answer["decision"] == g.STOP:
+                return allowed
+            allowed += 1
+            if next(allow_number) % 4 == 0:
+                continue  # a reservation that is never settled stays reserved
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 500}
+            path = f"tasks/{task_id}/model-calls/{answer['model_call']}/usage"
+            status, answer = api.post(path, usage)
+            if status != 200:
+                failures.append((status, answer))
+
+    allowed = race(
+        [lambda t=t: spend(task_ids[t % TASKS]) for t in range(TASKS * THREADS_PER_TASK)]
+    )
+
+    assert failures == []
+    calls = ModelCall.objects.filter(task__agent=agent, decision=g.ALLOW)
+    assert calls.count() == sum(allowed)
+    settled, open_ = calls.exclude(settled_at=None), calls.filter(settled_at=None)
+    assert set(settled.values_list("cost", flat=True)) <= {actual}
+    assert set(calls.values_list("reserved_cost", flat=True)) == {ESTIMATE}
+    assert settled.exists() and open_.exists()
+
+    day = AgentDay.objects.get(agent=agent, day=timezone.now().date())
+    assert day.spent == _sum(settled, "cost") == actual * settled.count()
+    assert day.reserved == _sum(open_, "reserved_cost") == ESTIMATE * open_.count()
+    # An actual cost at or below the estimate only frees room: the cap is never crossed.
+    assert day.spent + day.reserved <= CAP
+    if actual == ESTIMATE:
+        assert sum(allowed) == CAP / ESTIMATE
+
+    tasks = Task.objects.filter(pk__in=task_ids)
+    assert sum(t.model_calls for t in tasks) == sum(allowed)
+    assert sum(t.cost_spent for t in tasks) == day.spent
+    assert sum(t.cost_reserved for t in tasks) == day.reserved
+    for task in tasks:
+        assert task.cost_spent == _sum(settled.filter(task=task), "cost")
+        assert (task.state, task.reason) == (g.PARTIAL, "spend_cap")
