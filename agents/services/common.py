@@ -17,13 +17,15 @@ MILLION = Decimal(1_000_000)
 
 
 def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
-    """Take the task row lock (SELECT ... FOR UPDATE) for the rest of the transaction.
+    """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
 
     Every decision on a task runs under this lock, so gates, results, stops and resumes of one
-    task are serialized whichever web worker handles them. An agent only sees its own tasks:
-    another agent's task is answered like a missing one.
+    task are serialized whichever web worker handles them. NO KEY: the lock still excludes
+    every other locker, but lets other transactions insert rows that reference the task
+    (events, trace rows) without waiting for it. An agent only sees its own tasks: another
+    agent's task is answered like a missing one.
     """
-    query = Task.objects.select_for_update()
+    query = Task.objects.select_for_update(no_key=True)
     if agent is not None:
         query = query.filter(agent=agent)
     try:
