@@ -1,9 +1,240 @@
+"""Dashboard and task pages: watch, stop, resume, and a task's own limits.
+
+Every state change goes through agents/services (the same functions the REST API calls);
+these views only parse forms, call one service and choose between a partial and a page.
+"""
+
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+import json
+from urllib.parse import urlencode
+
+from django.core.paginator import Paginator
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django_htmx.http import HttpResponseClientRefresh
+
+from agents.errors import DomainError
+from agents.guard import types as g
+from agents.models import Agent, Task
+from agents.services import operator
+from console import access, budgets, queries
+from console.access import INVALID, console_view
+from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm
+from console.timeline import timeline
+from console.words import GRANTS, state_words
+
+DASHBOARD_PAGE_SIZE = 50
 
 
-@login_required
+# -- dashboard -------------------------------------------------------------------------------
+
+
+@console_view(access.VIEW_TASK)
 def dashboard(request):
-    return HttpResponse("Loopwarden console")
+    agents = list(Agent.objects.order_by("name").values_list("name", flat=True))
+    form = TaskFilterForm(request.GET or None, agents=agents)
+    filters = form.filters()
+    paginator = Paginator(queries.dashboard_tasks(**filters), DASHBOARD_PAGE_SIZE)
+    tasks = paginator.get_page(request.GET.get("page"))
+    for task in tasks:
+        task.busiest = budgets.busiest(task)
+    query = urlencode({k: v for k, v in filters.items() if v})
+    spent, reserved = queries.spend_today()
+    context = {
+        "form": form,
+        "filters": filters,
+        "query": query,
+        "page_query": urlencode({**{k: v for k, v in filters.items() if v}, "page": tasks.number}),
+        "tasks": tasks,
+        "counts": queries.state_counts(),
+        "trips": queries.trips_today(),
+        "spent_today": spent,
+        "reserved_today": reserved,
+    }
+    return access.page(request, "console/dashboard.html", "console/_dashboard_live.html", context)
+
+
+# -- task detail -----------------------------------------------------------------------------
+
+
+def _task(task_id) -> Task:
+    return get_object_or_404(Task.objects.select_related("agent", "profile"), pk=task_id)
+
+
+def task_context(request, task: Task, **forms) -> dict:
+    """Everything the task page shows. Forms passed in (with errors) replace the blank ones."""
+    operations = queries.task_operations(task)
+    unresolved = [op for op in operations if op.state in (g.UNKNOWN, g.IN_FLIGHT)]
+    history, history_total = queries.task_history(task)
+    bars = budgets.bars(task)
+    try:
+        trace_page = int(request.GET.get("trace", ""))
+    except ValueError:
+        trace_page = None
+    return {
+        "task": task,
+        "state_words": state_words(task.state),
+        "bars": bars,
+        "grant_rows": _grant_rows(task, bars),
+        "phases": list(task.phases.select_related("started_by")),
+        "operations": operations,
+        "unresolved": unresolved,
+        "history": history,
+        "history_total": history_total,
+        "timeline": timeline(task, trace_page),
+        "report_json": json.dumps(task.report, indent=2) if task.report else "",
+        "stop_form": forms.get("stop_form") or StopForm(),
+        "resume_form": forms.get("resume_form") or ResumeForm(),
+        "can_stop": request.user.has_perm(access.STOP_TASK),
+        "can_resume": request.user.has_perm(access.RESUME_TASK),
+        "can_reconcile": request.user.has_perm(access.RECONCILE),
+        "can_change_limits": request.user.has_perm(access.CHANGE_TASK_LIMITS),
+        "resumable": task.terminal and task.state != g.COMPLETED,
+    }
+
+
+def _grant_rows(task: Task, bars: list[budgets.Bar]) -> list[dict]:
+    by_key = {bar.key: bar for bar in bars}
+    return [
+        {"key": key, "label": label, "bar": by_key.get(key)}
+        for key, label, _limit, _usage in GRANTS
+    ]
+
+
+@console_view(access.VIEW_TASK)
+def task_detail(request, task_id):
+    task = _task(task_id)
+    return access.page(
+        request, "console/task_detail.html", "console/task/_page.html", task_context(request, task)
+    )
+
+
+@console_view(access.VIEW_TASK)
+def task_live(request, task_id):
+    """Polled while a task runs: its state and budgets. When the state moved on (the guard or
+    someone else stopped it), the whole page is reloaded so its actions match the new state."""
+    task = _task(task_id)
+    if request.GET.get("state") and request.GET["state"] != task.state:
+        return HttpResponseClientRefresh()
+    context = {"task": task, "bars": budgets.bars(task), "state_words": state_words(task.state)}
+    return render(request, "console/task/_live.html", context)
+
+
+@console_view(access.VIEW_TASK)
+def task_timeline(request, task_id):
+    task = _task(task_id)
+    try:
+        number = int(request.GET.get("page", ""))
+    except ValueError:
+        number = None
+    context = {"task": task, "timeline": timeline(task, number)}
+    return render(request, "console/task/_timeline.html", context)
+
+
+@console_view(access.VIEW_TASK)
+def task_report(request, task_id):
+    task = _task(task_id)
+    if not task.report:
+        return JsonResponse({"error": "The task has no stop report yet."}, status=404)
+    response = JsonResponse(task.report, json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="loopwarden-report-{task.pk}.json"'
+    return response
+
+
+def _task_answer(request, task: Task, message: str) -> HttpResponse:
+    task = _task(task.pk)  # fresh, with its relations
+    return access.done(
+        request,
+        message,
+        partial="console/task/_page.html",
+        context=task_context(request, task),
+        then=reverse("task", args=[task.pk]),
+    )
+
+
+def _task_invalid(request, task: Task, **forms) -> HttpResponse:
+    return access.page(
+        request,
+        "console/task_detail.html",
+        "console/task/_page.html",
+        task_context(request, _task(task.pk), **forms),
+        status=INVALID,
+    )
+
+
+@console_view(access.STOP_TASK, methods=("POST",))
+def task_stop(request, task_id):
+    task = _task(task_id)
+    form = StopForm(request.POST)
+    if not form.is_valid():
+        return _task_invalid(request, task, stop_form=form)
+    operator.task_stop(task_id=task.pk, reason=form.cleaned_data["reason"], user=request.user)
+    return _task_answer(request, task, "Task stopped. The agent's next call gets STOP.")
+
+
+@console_view(access.RESUME_TASK, methods=("POST",))
+def task_resume(request, task_id):
+    task = _task(task_id)
+    form = ResumeForm(request.POST)
+    if form.is_valid():
+        try:
+            operator.task_resume(
+                task_id=task.pk,
+                user=request.user,
+                reason=form.cleaned_data["reason"],
+                grant=form.grant(),
+            )
+        except DomainError as error:
+            access.field_errors(form, error)
+        else:
+            return _task_answer(request, task, "Task resumed: a new phase started.")
+    return _task_invalid(request, task, resume_form=form)
+
+
+# -- a task's own limits (admins) ------------------------------------------------------------
+
+
+@console_view(access.CHANGE_TASK_LIMITS, methods=("GET", "POST"))
+def task_limits(request, task_id):
+    task = _task(task_id)
+    form = TaskLimitsForm(request.POST or None, limits=task.limits)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                operator.task_set_limits(
+                    task_id=task.pk,
+                    user=request.user,
+                    changes=form.changes(),
+                    reason=form.cleaned_data["reason"],
+                )
+            except DomainError as error:
+                access.field_errors(form, error)
+            else:
+                task = _task(task.pk)
+                return access.done(
+                    request,
+                    "Limits changed.",
+                    partial="console/_task_limits_form.html",
+                    context=_limits_context(task, TaskLimitsForm(limits=task.limits)),
+                    then=reverse("task", args=[task.pk]),
+                )
+        status = INVALID
+    return access.page(
+        request,
+        "console/task_limits.html",
+        "console/_task_limits_form.html",
+        _limits_context(task, form),
+        status=status,
+    )
+
+
+def _limits_context(task: Task, form: TaskLimitsForm) -> dict:
+    return {
+        "task": task,
+        "form": form,
+        "changes": queries.task_limit_changes(task),
+        "state_words": state_words(task.state),
+    }

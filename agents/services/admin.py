@@ -1,0 +1,184 @@
+"""What only admins do: limit profiles and agent API tokens.
+
+The console and the REST API both call these, so a profile is validated by the same limit
+rules (the guard core's `validate_limits`) and every change writes its audit event in the same
+transaction, whichever door it came through.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.errors import BadInput, NotFound
+from agents.guard import core
+from agents.guard import types as g
+from agents.models import Agent, ApiToken, Event, LimitProfile
+from agents.services.operator import actor_name
+
+# Limit fields a task copies, plus the two that only a profile has (trigger rate limit).
+PROFILE_LIMIT_FIELDS = (*g.Limits.names(), "max_tasks_per_trigger", "trigger_window_seconds")
+PROFILE_FIELDS = ("name", "description", *PROFILE_LIMIT_FIELDS)
+DESCRIPTION_MAX = LimitProfile._meta.get_field("description").max_length
+TOKEN_NAME_MAX = ApiToken._meta.get_field("name").max_length
+
+
+def _jsonable(value: Any) -> Any:
+    return str(value) if isinstance(value, Decimal) else value
+
+
+def _profile_values(profile: LimitProfile) -> dict[str, Any]:
+    return {name: _jsonable(getattr(profile, name)) for name in PROFILE_FIELDS}
+
+
+def _clean_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
+    """Check every given field at once, so a form can show all its errors together."""
+    errors: dict[str, str] = {}
+    unknown = sorted(set(values) - set(PROFILE_FIELDS))
+    for name in unknown:
+        errors[name] = "Unknown field."
+    clean: dict[str, Any] = {}
+    if creating or "name" in values:
+        name = values.get("name")
+        try:
+            if not isinstance(name, str) or not name:
+                raise ValidationError("required")
+            validate_slug(name)
+            if len(name) > LimitProfile._meta.get_field("name").max_length:
+                raise ValidationError("too long")
+            clean["name"] = name
+        except ValidationError:
+            errors["name"] = "Required: letters, numbers, hyphens or underscores (at most 64)."
+    if "description" in values:
+        description = values["description"] or ""
+        if not isinstance(description, str) or len(description) > DESCRIPTION_MAX:
+            errors["description"] = f"Text of at most {DESCRIPTION_MAX} characters."
+        else:
+            clean["description"] = description
+    limits = {k: v for k, v in values.items() if k in PROFILE_LIMIT_FIELDS}
+    try:
+        clean.update(core.validate_limits(limits, partial=True, profile=True))
+    except g.LimitError as exc:
+        errors.update(exc.fields)
+    if errors:
+        raise BadInput("The profile is not valid.", code="BAD_PROFILE", fields=errors)
+    return clean
+
+
+def _name_taken() -> BadInput:
+    return BadInput(
+        "A profile with this name exists.",
+        code="BAD_PROFILE",
+        fields={"name": "A profile with this name already exists."},
+    )
+
+
+def profile_save(*, user, values: dict[str, Any], name: str | None = None) -> LimitProfile:
+    """Create a limit profile (`name` None) or change the one called `name`.
+
+    Validated with the guard's limit rules; a bad field changes nothing. Changing locks the
+    profile row so two admins editing at once both land in the audit log in order. Tasks
+    already created keep the limits they copied: a profile change affects new tasks only.
+    """
+    clean = _clean_profile(values, creating=name is None)
+    actor = actor_name(user)
+    with transaction.atomic():
+        new_name = clean.get("name")
+        if new_name and new_name != name and LimitProfile.objects.filter(name=new_name).exists():
+            raise _name_taken()
+        if name is None:
+            try:
+                with transaction.atomic():
+                    profile = LimitProfile.objects.create(**clean)
+                profile.refresh_from_db()  # the values as stored (money to six places)
+            except IntegrityError:  # a racing create of the same name won
+                raise _name_taken() from None
+            Event.objects.create(
+                kind="profile_created", actor=actor, actor_user=user, reason=profile.name,
+                detail={"profile": profile.name, "fields": _profile_values(profile)},
+            )  # fmt: skip
+            return profile
+        try:
+            profile = LimitProfile.objects.select_for_update().get(name=name)
+        except LimitProfile.DoesNotExist:
+            raise NotFound("No such profile.", code="PROFILE_NOT_FOUND") from None
+        before = _profile_values(profile)
+        for field, value in clean.items():
+            setattr(profile, field, value)
+        try:
+            with transaction.atomic():
+                profile.save()
+        except IntegrityError:  # a racing rename to the same name won
+            raise _name_taken() from None
+        profile.refresh_from_db()
+        after = _profile_values(profile)
+        changes = {
+            k: {"before": before[k], "after": after[k]} for k in after if before[k] != after[k]
+        }
+        Event.objects.create(
+            kind="profile_changed", actor=actor, actor_user=user, reason=profile.name,
+            detail={"profile": profile.name, "changes": changes},
+        )  # fmt: skip
+    return profile
+
+
+def token_issue(*, agent_name: str, user, name: str = "") -> tuple[ApiToken, str]:
+    """Issue a new API token for an agent. Returns the row and the raw token.
+
+    Only the hash is stored; the raw token exists in this return value and nowhere else, so
+    the caller shows it once. Older tokens of the agent stay valid until revoked.
+    """
+    name = (name or "").strip()
+    if len(name) > TOKEN_NAME_MAX:
+        raise BadInput(
+            "The token name is too long.",
+            code="BAD_TOKEN_NAME",
+            fields={"name": f"At most {TOKEN_NAME_MAX} characters."},
+        )
+    with transaction.atomic():
+        try:
+            agent = Agent.objects.get(name=agent_name)
+        except Agent.DoesNotExist:
+            raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
+        raw, key_hash, prefix = ApiToken.generate()
+        token = ApiToken.objects.create(agent=agent, key_hash=key_hash, prefix=prefix, name=name)
+        Event.objects.create(
+            agent=agent, kind="token_issued", actor=actor_name(user), actor_user=user,
+            reason=name, detail={"token": token.pk, "prefix": prefix},
+        )  # fmt: skip
+    return token, raw
+
+
+def token_revoke(
+    *, token_id: int, user, agent_name: str | None = None, reason: str = ""
+) -> ApiToken:
+    """Revoke an API token: the next request with it answers 401. Locks the token row.
+
+    Idempotent: revoking a revoked token changes nothing and logs nothing. With `agent_name`,
+    a token of another agent is answered like a missing one.
+    """
+    with transaction.atomic():
+        query = ApiToken.objects.select_for_update()
+        if agent_name is not None:
+            query = query.filter(agent__name=agent_name)
+        try:
+            token = query.get(pk=token_id)
+        except (ApiToken.DoesNotExist, ValueError):
+            raise NotFound("No such token.", code="TOKEN_NOT_FOUND") from None
+        if token.revoked_at is not None:
+            return token
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        Event.objects.create(
+            agent_id=token.agent_id, kind="token_revoked", actor=actor_name(user),
+            actor_user=user, reason=reason,
+            detail={"token": token.pk, "prefix": token.prefix,
+                    "owner": f"agent:{token.agent.name}" if token.agent_id
+                    else f"user:{token.user.get_username()}"},
+        )  # fmt: skip
+    return token

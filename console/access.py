@@ -1,0 +1,118 @@
+"""Who may open which console page, and the two answers every page gives: full or partial.
+
+Signed-out users go to the sign-in page (an HTMX request gets a client-side redirect, so a
+poll never swaps the sign-in form into a table); a signed-in user without the permission gets
+403. Permissions are the ones agents/roles.py gives the operators and admins groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+
+# Operators
+VIEW_TASK = "agents.view_task"
+STOP_TASK = "agents.stop_task"
+RESUME_TASK = "agents.resume_task"
+VIEW_OPERATION = "ledger.view_operation"
+RECONCILE = "ledger.reconcile_operation"
+VIEW_EVENT = "agents.view_event"
+# Admins
+CHANGE_TASK_LIMITS = "agents.change_task_limits"
+ADD_PROFILE = "agents.add_limitprofile"
+CHANGE_PROFILE = "agents.change_limitprofile"
+CHANGE_AGENT = "agents.change_agent"
+PAUSE_AGENT = "agents.pause_agent"
+MANAGE_TOKENS = "agents.manage_tokens"
+
+# Status of a page that shows a form again with its errors. htmx is configured (base.html)
+# to swap 422 answers, so the errors appear next to the fields in both modes.
+INVALID = 422
+
+
+def console_view(perm: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable:
+    """Guard a console view: sign-in, one permission, allowed HTTP methods."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not request.user.is_authenticated:
+                target = request.get_full_path()
+                if request.htmx:
+                    # The page the user is on, not the partial's URL, is where to come back to.
+                    target = request.htmx.current_url_abs_path or target
+                login = f"{settings.LOGIN_URL}?{urlencode({'next': target}, safe='/')}"
+                if request.htmx:
+                    return HttpResponseClientRedirect(login)
+                return redirect(login)
+            if not request.user.has_perm(perm):
+                raise PermissionDenied(f"needs {perm}")
+            return view(request, *args, **kwargs)
+
+        return require_http_methods(list(methods))(wrapped)
+
+    return decorator
+
+
+def page(
+    request: HttpRequest,
+    template: str,
+    partial: str,
+    context: dict,
+    *,
+    status: int = 200,
+) -> HttpResponse:
+    """The whole page, or only `partial` when htmx asks (and it is not a boosted navigation)."""
+    if request.htmx and not request.htmx.boosted and not request.htmx.history_restore_request:
+        return render(request, partial, context, status=status)
+    return render(request, template, context, status=status)
+
+
+def done(
+    request: HttpRequest,
+    message: str,
+    *,
+    partial: str,
+    context: dict,
+    then: str,
+) -> HttpResponse:
+    """After a successful action: htmx gets the updated partial and a toast; a plain POST is
+    redirected (303, so a reload does not post again) with the message shown on the next page.
+    """
+    if request.htmx:
+        response = render(request, partial, context)
+        return trigger_client_event(response, "lw:toast", {"message": message})
+    from django.contrib import messages
+
+    messages.success(request, message)
+    return redirect_see_other(then)
+
+
+def redirect_see_other(url: str) -> HttpResponse:
+    response = redirect(url)
+    response.status_code = 303
+    return response
+
+
+def field_errors(form, error) -> None:
+    """Put a service's DomainError on the form: each field it names next to that field.
+
+    Services name nested fields with a prefix ("grant.model_calls", "limits.max_cost"); the
+    console's forms use the bare name. Whatever has no field becomes a form-wide error.
+    """
+    placed = False
+    for key, text in (error.fields or {}).items():
+        name = str(key).split(".")[-1]
+        if name in form.fields and isinstance(text, str):
+            form.add_error(name, text if text.endswith(".") else f"{text[:1].upper()}{text[1:]}.")
+            placed = True
+    if not placed:
+        form.add_error(None, error.message)

@@ -1,0 +1,98 @@
+"""Budget bars: used against limit for every dimension a task is bounded by.
+
+Read from the task row alone (counters and limits live there), so a bar costs no query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.utils import timezone
+
+from agents.models import Task
+
+WARN_AT = 0.7  # amber from here
+HIGH_AT = 0.9  # red from here
+
+
+@dataclass(frozen=True)
+class Bar:
+    key: str
+    label: str
+    used: str
+    limit: str
+    ratio: float
+    note: str = ""
+
+    @property
+    def percent(self) -> int:
+        return max(0, min(100, round(self.ratio * 100)))
+
+    @property
+    def level(self) -> str:
+        if self.ratio >= HIGH_AT:
+            return "high"
+        if self.ratio >= WARN_AT:
+            return "warn"
+        return "ok"
+
+
+def _ratio(used: float | Decimal, limit: float | Decimal) -> float:
+    if not limit:
+        return 1.0 if used else 0.0
+    return float(used) / float(limit)
+
+
+def _money(amount: Decimal | str) -> str:
+    return f"{Decimal(str(amount)):.4f}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def bars(task: Task, now: datetime | None = None) -> list[Bar]:
+    limits = task.limits
+    now = now or timezone.now()
+
+    def count(key: str, label: str, used: int, limit_name: str) -> Bar:
+        limit = int(limits.get(limit_name) or 0)
+        return Bar(key, label, f"{used:,}", f"{limit:,}", _ratio(used, limit))
+
+    cost_used = task.cost_spent + task.cost_reserved
+    max_cost = Decimal(str(limits.get("max_cost") or 0))
+    reserved_note = f"{_money(task.cost_reserved)} reserved" if task.cost_reserved else ""
+    total = (task.deadline_at - task.created_at).total_seconds()
+    elapsed = ((task.ended_at or now) - task.created_at).total_seconds()
+    return [
+        count("model_calls", "Model calls", task.model_calls, "max_model_calls"),
+        count("tool_requests", "Tool requests", task.tool_requests, "max_tool_requests"),
+        count("tool_executions", "Tool executions", task.tool_executions, "max_tool_executions"),
+        count("retries", "Retries", task.retries, "max_retries"),
+        count("polls", "Polls", task.polls, "max_polls"),
+        count("tokens", "Tokens", task.tokens_used, "max_tokens"),
+        Bar(
+            "cost",
+            "Cost",
+            _money(cost_used),
+            _money(max_cost),
+            _ratio(cost_used, max_cost),
+            reserved_note,
+        ),  # fmt: skip
+        Bar("seconds", "Time", _duration(elapsed), _duration(total), _ratio(elapsed, total)),
+        count("stagnant", "Steps without progress", task.stagnant, "max_stagnant"),
+    ]
+
+
+def busiest(task: Task) -> Bar:
+    """The budget closest to its limit: what the dashboard shows for a task in one bar."""
+    main = [b for b in bars(task) if b.key in {"model_calls", "tool_requests",
+                                                  "tool_executions", "tokens", "cost"}]  # fmt: skip
+    return max(main, key=lambda b: b.ratio)

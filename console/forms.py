@@ -1,0 +1,271 @@
+"""Console forms: they parse what the operator typed; the services decide what is allowed.
+
+Numbers that a service validates (grants, limits) are kept as text here and handed over as
+typed, so a range rule lives in one place, the service, and its error comes back next to the
+field that broke it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from agents.guard import types as g
+from agents.services.admin import PROFILE_LIMIT_FIELDS
+from console.words import GRANTS, LIMIT_WORDS
+
+TEXT_REASON = forms.Textarea(attrs={"rows": 2, "placeholder": "What you saw, what you decided"})
+CHOICE_FIELDS = {
+    "repeat_action": [("block", "block (nudge once, then stop)"), ("stop", "stop")],
+    "progress_mode": [("evidence", "evidence only"), ("novelty", "novelty (new data counts)")],
+}
+
+
+class TaskFilterForm(forms.Form):
+    state = forms.ChoiceField(required=False)
+    agent = forms.ChoiceField(required=False)
+    needs_human = forms.BooleanField(required=False, label="Needs a human only")
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def __init__(self, *args, agents: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["state"].choices = [("", "Any state"), *[(s, s) for s in g.TASK_STATES]]
+        self.fields["agent"].choices = [("", "Any agent"), *[(a, a) for a in agents]]
+
+    def filters(self) -> dict[str, Any]:
+        """The valid filters; an unknown value in the URL is ignored rather than an error."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        return {
+            "state": data.get("state") or "",
+            "agent": data.get("agent") or "",
+            "needs_human": bool(data.get("needs_human")),
+        }
+
+
+class StopForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Why you are stopping it"}),
+        error_messages={"required": "Say why you are stopping the task."},
+    )
+
+
+class ResumeForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=TEXT_REASON,
+        error_messages={"required": "Say why the task may go on."},
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for key, label, _limit, _usage in GRANTS:
+            self.fields[key] = forms.CharField(
+                required=False,
+                label=label,
+                max_length=40,
+                widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "0"}),
+            )
+
+    def grant(self) -> dict[str, str]:
+        return {
+            key: self.cleaned_data[key].strip()
+            for key, *_ in GRANTS
+            if self.cleaned_data.get(key, "").strip()
+        }
+
+
+class ReconcileForm(forms.Form):
+    verdict = forms.ChoiceField(
+        choices=[
+            (g.OP_COMMITTED, "Committed: it happened"),
+            (g.NOT_COMMITTED, "Not committed: it did not happen"),
+            (g.UNKNOWN, "Still unknown"),
+        ],
+        widget=forms.RadioSelect,
+        error_messages={"required": "Choose a verdict."},
+    )
+    result = forms.CharField(
+        required=False,
+        max_length=20_000,
+        label="Result (optional)",
+        help_text="What the tool would have returned: JSON, or plain text.",
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": '{"payment_id": "..."}'}),
+    )
+    note = forms.CharField(
+        max_length=5000,
+        widget=forms.Textarea(
+            attrs={"rows": 2, "placeholder": "How you know: ticket, dashboard, person asked"}
+        ),
+        error_messages={"required": "A note is required: say how you know."},
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("result", "").strip() and data.get("verdict") not in (None, g.OP_COMMITTED):
+            self.add_error("result", "Only a COMMITTED verdict stores a result.")
+        return data
+
+    def result_value(self) -> Any:
+        text = self.cleaned_data.get("result", "").strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+
+class PauseForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.TextInput(attrs={"placeholder": "Why"}),
+        error_messages={"required": "A reason is required."},
+    )
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        required=False,
+        max_length=200,  # the service says what is too long
+        label="Token name (optional)",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. prod worker 2"}),
+    )
+
+
+class RevokeForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=2000)
+
+
+def _limit_field(name: str, *, required: bool = True) -> forms.Field:
+    label = LIMIT_WORDS.get(name, name)
+    if name in CHOICE_FIELDS:
+        return forms.ChoiceField(choices=CHOICE_FIELDS[name], label=label, required=required)
+    return forms.CharField(
+        label=label,
+        required=False,
+        max_length=40,
+        widget=forms.TextInput(attrs={"inputmode": "decimal"}),
+    )
+
+
+def money_text(value: Any) -> str:
+    """5.000000 -> "5.00", 0.125000 -> "0.125": what a person would type."""
+    from decimal import Decimal
+
+    text = format(Decimal(str(value)).normalize(), "f")
+    whole, _, fraction = text.partition(".")
+    return f"{whole}.{fraction.ljust(2, '0')}"
+
+
+def limit_value(name: str, text: Any) -> Any:
+    """Text from a form to the type the limit rules expect; unparseable text goes through as
+    is, so the rules reject it with their own message."""
+    if not isinstance(text, str):
+        return text
+    text = text.strip()
+    if name in CHOICE_FIELDS or name == "max_cost":
+        return text
+    if name == "near_duplicate_threshold":
+        if not text:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            return text
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+class TaskLimitsForm(forms.Form):
+    """A task's own limits. Only the fields that differ from the task's are sent."""
+
+    reason = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.TextInput(attrs={"placeholder": "Why (goes to the audit log)"}),
+    )
+
+    def __init__(self, *args, limits: dict[str, Any], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.current = limits
+        for name in g.Limits.names():
+            self.fields[name] = _limit_field(name)
+            value = limits.get(name)
+            if name == "max_cost" and value is not None:
+                value = money_text(value)
+            self.fields[name].initial = "" if value is None else value
+
+    def changes(self) -> dict[str, Any]:
+        out = {}
+        for name in g.Limits.names():
+            value = limit_value(name, self.cleaned_data.get(name))
+            if _differs(name, value, self.current.get(name)):
+                out[name] = value
+        return out
+
+
+def _differs(name: str, value: Any, current: Any) -> bool:
+    if name == "max_cost":
+        from decimal import Decimal, InvalidOperation
+
+        try:
+            return Decimal(str(value)) != Decimal(str(current))
+        except InvalidOperation:
+            return True
+    return value != current
+
+
+class ProfileForm(forms.Form):
+    name = forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="Letters, numbers, hyphens; agents name it when they create a task.",
+    )
+    description = forms.CharField(required=False, max_length=1000)
+
+    def __init__(self, *args, creating: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.creating = creating
+        if not creating:
+            del self.fields["name"]
+        for name in PROFILE_LIMIT_FIELDS:
+            self.fields[name] = _limit_field(name)
+
+    def values(self) -> dict[str, Any]:
+        values = {
+            name: limit_value(name, self.cleaned_data.get(name)) for name in PROFILE_LIMIT_FIELDS
+        }
+        values["description"] = self.cleaned_data.get("description", "")
+        if self.creating:
+            values["name"] = self.cleaned_data.get("name", "").strip()
+        return values
+
+
+class AuditFilterForm(forms.Form):
+    kind = forms.ChoiceField(required=False)
+    actor = forms.CharField(required=False, max_length=150)
+    agent = forms.CharField(required=False, max_length=64)
+    task = forms.UUIDField(required=False)
+    everyone = forms.BooleanField(required=False, label="Include agents and the system")
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def __init__(self, *args, kinds: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["kind"].choices = [("", "Any action"), *[(k, k) for k in kinds]]
+
+    def filters(self) -> dict[str, Any]:
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        return {
+            "kind": data.get("kind") or "",
+            "actor": (data.get("actor") or "").strip(),
+            "agent": (data.get("agent") or "").strip(),
+            "task": str(data["task"]) if data.get("task") else "",
+            "everyone": bool(data.get("everyone")),
+        }

@@ -1,0 +1,189 @@
+"""Reads behind the console pages. Nothing here changes state: that is agents/services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time
+from decimal import Decimal
+
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.utils import timezone
+
+from agents.guard import types as g
+from agents.models import Agent, AgentDay, ApiToken, Event, Task
+from agents.services.snapshot import operations_touched
+from console.words import CODE_WORDS, STATE_WORDS
+from ledger.models import Operation
+
+# Event kinds that change limits: the "who changed what" lists.
+LIMIT_EVENTS = ("limits_changed", "profile_created", "profile_changed", "profile_deleted")
+
+
+def today_start(now: datetime | None = None) -> datetime:
+    """Midnight UTC today: agent days and the daily cap are counted in UTC."""
+    now = now or timezone.now()
+    return datetime.combine(now.date(), time.min, tzinfo=now.tzinfo)
+
+
+# -- dashboard -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateCount:
+    state: str
+    words: str
+    count: int
+
+
+def state_counts() -> list[StateCount]:
+    found = dict(Task.objects.order_by().values_list("state").annotate(n=Count("id")))
+    return [StateCount(s, STATE_WORDS[s], found.get(s, 0)) for s in g.TASK_STATES]
+
+
+def trips_today() -> list[tuple[str, str, int]]:
+    """Tasks the guard stopped today, by code. Stops by people or agents (GUARD_STOPPED) are
+    not breaker trips, and COMPLETED carries no code."""
+    rows = (
+        Event.objects.filter(kind="task_stopped", created_at__gte=today_start())
+        .exclude(code__in=["", "GUARD_STOPPED"])
+        .order_by()
+        .values_list("code")
+        .annotate(n=Count("id"))
+    )
+    return sorted(((code, CODE_WORDS.get(code, code), n) for code, n in rows), key=lambda r: -r[2])
+
+
+def spend_today() -> tuple[Decimal, Decimal]:
+    totals = AgentDay.objects.filter(day=timezone.now().date()).aggregate(
+        spent=Sum("spent"), reserved=Sum("reserved")
+    )
+    return totals["spent"] or Decimal(0), totals["reserved"] or Decimal(0)
+
+
+def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = False) -> QuerySet:
+    query = Task.objects.select_related("agent").order_by("-updated_at", "-created_at")
+    if state:
+        query = query.filter(state=state)
+    if agent:
+        query = query.filter(agent__name=agent)
+    if needs_human:
+        # A task needs a human when the guard said so, or when a write it claimed is UNKNOWN.
+        query = query.filter(Q(state=g.NEEDS_HUMAN) | Q(operations__state=g.UNKNOWN)).distinct()
+    return query.defer("window", "blocked", "signatures", "seen_hashes", "report")
+
+
+# -- task detail -----------------------------------------------------------------------------
+
+
+def task_operations(task: Task) -> list[Operation]:
+    return list(
+        operations_touched(task)
+        .select_related("task")
+        .prefetch_related("reconciliations__actor_user")
+        .order_by("claimed_at", "id")
+    )
+
+
+def task_history(task: Task, limit: int = 200) -> tuple[list[Event], int]:
+    """The task's events, newest last; the most recent `limit` of them and the total."""
+    query = task.events.select_related("actor_user", "operation")
+    total = query.count()
+    events = list(query.order_by("-created_at", "-id")[:limit])
+    events.reverse()
+    return events, total
+
+
+def task_limit_changes(task: Task) -> list[Event]:
+    return list(task.events.filter(kind="limits_changed").order_by("-created_at")[:20])
+
+
+# -- reconcile queue -------------------------------------------------------------------------
+
+
+def reconcile_queue() -> list[Operation]:
+    """Every operation waiting for a human verdict, oldest claim first.
+
+    UNKNOWN ones, and IN_FLIGHT ones whose lease ran out (the lease sweep would make them
+    UNKNOWN; the reconcile service accepts both).
+    """
+    now = timezone.now()
+    return list(
+        Operation.objects.filter(
+            Q(state=g.UNKNOWN) | Q(state=g.IN_FLIGHT, lease_expires_at__lte=now)
+        )
+        .select_related("task__agent")
+        .prefetch_related("reconciliations")
+        .order_by("claimed_at", "id")
+    )
+
+
+def recent_reconciliations(limit: int = 10):
+    from ledger.models import Reconciliation
+
+    return list(
+        Reconciliation.objects.select_related("operation__task")
+        .exclude(verdict=g.UNKNOWN)
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+# -- agents ----------------------------------------------------------------------------------
+
+
+def agents_overview() -> list[Agent]:
+    today = timezone.now().date()
+    agents = list(
+        Agent.objects.annotate(
+            running=Count("tasks", filter=Q(tasks__state=g.RUNNING)),
+        )
+        .select_related("default_profile")
+        .prefetch_related(
+            Prefetch("tokens", queryset=ApiToken.objects.order_by("revoked_at", "-created_at"))
+        )
+    )
+    days = {
+        d.agent_id: d for d in AgentDay.objects.filter(day=today, agent__in=[a.pk for a in agents])
+    }
+    for agent in agents:
+        day = days.get(agent.pk)
+        agent.spent_today = day.spent if day else Decimal(0)
+        agent.reserved_today = day.reserved if day else Decimal(0)
+    return agents
+
+
+def agent_overview(name: str) -> Agent | None:
+    return next((a for a in agents_overview() if a.name == name), None)
+
+
+# -- audit -----------------------------------------------------------------------------------
+
+
+def audit_events(
+    *, kind: str = "", actor: str = "", agent: str = "", task: str = "", everyone: bool = False
+) -> QuerySet:
+    query = Event.objects.select_related("task", "agent", "operation", "actor_user").order_by(
+        "-created_at", "-id"
+    )
+    if not everyone:
+        query = query.filter(Q(actor_user__isnull=False) | Q(actor__startswith="user:"))
+    if kind:
+        query = query.filter(kind=kind)
+    if actor:
+        query = query.filter(Q(actor=actor) | Q(actor=f"user:{actor}") | Q(actor=f"agent:{actor}"))
+    if agent:
+        query = query.filter(Q(agent__name=agent) | Q(task__agent__name=agent))
+    if task:
+        query = query.filter(task_id=task)
+    return query
+
+
+def event_kinds() -> list[str]:
+    return list(Event.objects.order_by("kind").values_list("kind", flat=True).distinct())
+
+
+def limit_changes(limit: int = 30) -> list[Event]:
+    return list(
+        Event.objects.filter(kind__in=LIMIT_EVENTS)
+        .select_related("task", "actor_user")
+        .order_by("-created_at", "-id")[:limit]
+    )

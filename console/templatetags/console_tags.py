@@ -1,0 +1,134 @@
+"""Small formatting helpers for the console templates."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from django import template
+from django.db.models import Q
+from django.utils import timezone
+
+from agents.guard import types as g
+from console import words
+from console.forms import money_text
+from console.timeline import args_text
+
+register = template.Library()
+
+
+@register.filter
+def ago(moment: datetime | None) -> str:
+    """Compact relative time: "8 s ago", "5 min ago", "3 h ago", then the date."""
+    if not moment:
+        return "—"
+    seconds = int((timezone.now() - moment).total_seconds())
+    if seconds < 0:
+        return "just now"
+    if seconds < 60:
+        return f"{seconds} s ago"
+    if seconds < 3600:
+        return f"{seconds // 60} min ago"
+    if seconds < 86400:
+        return f"{seconds // 3600} h ago"
+    return moment.strftime("%d %b %H:%M")
+
+
+@register.filter
+def money(value) -> str:
+    try:
+        return f"{Decimal(str(value)):.4f}"
+    except (InvalidOperation, ValueError):
+        return str(value)
+
+
+@register.filter
+def state_words(state: str) -> str:
+    return words.state_words(state)
+
+
+@register.filter
+def reason_words(reason: str) -> str:
+    return words.reason_words(reason) if reason else ""
+
+
+@register.filter
+def event_words(kind: str) -> str:
+    return words.EVENT_WORDS.get(kind, kind.replace("_", " "))
+
+
+@register.filter
+def limit_words(name: str) -> str:
+    return words.LIMIT_WORDS.get(name, name)
+
+
+@register.filter
+def css(value: str) -> str:
+    """A state or decision as a CSS class: NEEDS_HUMAN -> needs-human."""
+    return str(value or "").lower().replace("_", "-")
+
+
+@register.filter
+def who(actor: str) -> str:
+    """'user:alice' -> 'alice'; agents and the system keep their prefix, it says what they are."""
+    return actor[5:] if actor and actor.startswith("user:") else (actor or "—")
+
+
+@register.filter
+def short_args(value) -> str:
+    return args_text(value)
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def get(mapping, key):
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+@register.filter
+def get_attr(obj, name: str):
+    return getattr(obj, name, None)
+
+
+@register.filter
+def plain(value) -> str:
+    """A limit as people write it: 5.00 rather than 5.000000, a dash for "off"."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, Decimal):
+        return money_text(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+@register.simple_tag
+def reconcile_count() -> int:
+    """Operations waiting for a verdict, for the navigation badge (one indexed count)."""
+    from ledger.models import Operation
+
+    now = timezone.now()
+    return Operation.objects.filter(
+        Q(state=g.UNKNOWN) | Q(state=g.IN_FLIGHT, lease_expires_at__lte=now)
+    ).count()
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context, **changes) -> str:
+    """The current query string with some parameters replaced (for pagination links)."""
+    params = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value in (None, ""):
+            params.pop(key, None)
+        else:
+            params[key] = value
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"

@@ -1,0 +1,220 @@
+"""Admin pages: limit profiles, agents (kill switch) and their API tokens."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django_htmx.http import trigger_client_event
+
+from agents.errors import DomainError, NotFound
+from agents.models import LimitProfile
+from agents.services import admin, operator
+from agents.services.admin import PROFILE_LIMIT_FIELDS
+from console import access, queries
+from console.access import INVALID, console_view
+from console.forms import PauseForm, ProfileForm, RevokeForm, TokenForm, money_text
+
+# -- limit profiles --------------------------------------------------------------------------
+
+
+@console_view(access.CHANGE_PROFILE)
+def limits_index(request):
+    context = {
+        "profiles": LimitProfile.objects.all(),
+        "limit_fields": PROFILE_LIMIT_FIELDS,
+        "changes": queries.limit_changes(),
+        "can_add": request.user.has_perm(access.ADD_PROFILE),
+    }
+    return render(request, "console/limits.html", context)
+
+
+def _profile_initial(profile: LimitProfile) -> dict:
+    initial = {"description": profile.description}
+    for name in PROFILE_LIMIT_FIELDS:
+        value = getattr(profile, name)
+        if isinstance(value, Decimal):
+            value = money_text(value)
+        initial[name] = "" if value is None else value
+    return initial
+
+
+def _profile_page(request, form: ProfileForm, profile: LimitProfile | None, status: int = 200):
+    context = {"form": form, "profile": profile, "changes": queries.limit_changes(10)}
+    return access.page(
+        request, "console/profile_form.html", "console/_profile_form.html", context, status=status
+    )
+
+
+@console_view(access.ADD_PROFILE, methods=("GET", "POST"))
+def profile_new(request):
+    if request.method == "GET":
+        defaults = LimitProfile()  # the model's defaults are DESIGN.md section 5's
+        form = ProfileForm(creating=True, initial=_profile_initial(defaults))
+        return _profile_page(request, form, None)
+    form = ProfileForm(request.POST, creating=True)
+    if form.is_valid():
+        try:
+            profile = admin.profile_save(user=request.user, values=form.values())
+        except DomainError as error:
+            access.field_errors(form, error)
+        else:
+            return access.done(
+                request,
+                f"Profile {profile.name} created.",
+                partial="console/_profile_form.html",
+                context={
+                    "form": ProfileForm(creating=False, initial=_profile_initial(profile)),
+                    "profile": profile,
+                    "saved": True,
+                    "changes": queries.limit_changes(10),
+                },  # fmt: skip
+                then=reverse("limits"),
+            )
+    return _profile_page(request, form, None, status=INVALID)
+
+
+@console_view(access.CHANGE_PROFILE, methods=("GET", "POST"))
+def profile_edit(request, name):
+    profile = get_object_or_404(LimitProfile, name=name)
+    if request.method == "GET":
+        form = ProfileForm(creating=False, initial=_profile_initial(profile))
+        return _profile_page(request, form, profile)
+    form = ProfileForm(request.POST, creating=False)
+    if form.is_valid():
+        try:
+            profile = admin.profile_save(user=request.user, values=form.values(), name=name)
+        except DomainError as error:
+            access.field_errors(form, error)
+        else:
+            return access.done(
+                request,
+                f"Profile {profile.name} saved. New tasks get these limits.",
+                partial="console/_profile_form.html",
+                context={
+                    "form": ProfileForm(creating=False, initial=_profile_initial(profile)),
+                    "profile": profile,
+                    "saved": True,
+                    "changes": queries.limit_changes(10),
+                },  # fmt: skip
+                then=reverse("limits"),
+            )
+    return _profile_page(request, form, profile, status=INVALID)
+
+
+# -- agents ----------------------------------------------------------------------------------
+
+
+def _agent_card(request, name: str, **extra) -> dict:
+    agent = queries.agent_overview(name)
+    if agent is None:
+        raise Http404("No such agent.")
+    return {
+        "agent": agent,
+        "pause_form": extra.pop("pause_form", None) or PauseForm(prefix=f"pause-{agent.name}"),
+        "token_form": extra.pop("token_form", None) or TokenForm(prefix=f"token-{agent.name}"),
+        "can_pause": request.user.has_perm(access.PAUSE_AGENT),
+        "can_tokens": request.user.has_perm(access.MANAGE_TOKENS),
+        **extra,
+    }
+
+
+def _agents_page(request, status: int = 200, **override):
+    """The agents page; `override` replaces one agent's card (with its form errors or the
+    token just issued)."""
+    cards = []
+    for agent in queries.agents_overview():
+        if override.get("name") == agent.name:
+            cards.append(override["card"])
+        else:
+            cards.append(_agent_card(request, agent.name))
+    return render(request, "console/agents.html", {"cards": cards}, status=status)
+
+
+@console_view(access.CHANGE_AGENT)
+def agents_index(request):
+    return _agents_page(request)
+
+
+def _card_answer(request, name: str, card: dict, *, message: str = "", status: int = 200):
+    """One agent's card for htmx, the whole page otherwise (after a redirect when it worked)."""
+    if request.htmx:
+        response = render(request, "console/_agent_card.html", card, status=status)
+        if message:
+            trigger_client_event(response, "lw:toast", {"message": message})
+        return response
+    if status == 200 and message and "raw_token" not in card:
+        from django.contrib import messages
+
+        messages.success(request, message)
+        return access.redirect_see_other(f"{reverse('agents')}#agent-{name}")
+    return _agents_page(request, status=status, name=name, card=card)
+
+
+def _set_paused(request, name: str, paused: bool):
+    form = PauseForm(request.POST, prefix=f"pause-{name}")
+    if form.is_valid():
+        try:
+            operator.agent_set_paused(
+                name=name, paused=paused, user=request.user, reason=form.cleaned_data["reason"]
+            )
+        except NotFound:
+            raise Http404("No such agent.") from None
+        except DomainError as error:
+            access.field_errors(form, error)
+        else:
+            word = "paused: its tasks stop at their next call" if paused else "unpaused"
+            card = _agent_card(request, name)
+            return _card_answer(request, name, card, message=f"{name} {word}.")
+    return _card_answer(request, name, _agent_card(request, name, pause_form=form), status=INVALID)
+
+
+@console_view(access.PAUSE_AGENT, methods=("POST",))
+def agent_pause(request, name):
+    return _set_paused(request, name, True)
+
+
+@console_view(access.PAUSE_AGENT, methods=("POST",))
+def agent_unpause(request, name):
+    return _set_paused(request, name, False)
+
+
+@console_view(access.MANAGE_TOKENS, methods=("POST",))
+def token_issue(request, name):
+    form = TokenForm(request.POST, prefix=f"token-{name}")
+    if form.is_valid():
+        try:
+            token, raw = admin.token_issue(
+                agent_name=name, user=request.user, name=form.cleaned_data["name"]
+            )
+        except NotFound:
+            raise Http404("No such agent.") from None
+        except DomainError as error:
+            access.field_errors(form, error)
+        else:
+            # Shown once, in this answer only: never stored, never put in a redirect or session.
+            card = _agent_card(request, name, raw_token=raw, new_token=token)
+            response = _card_answer(request, name, card, message="Token issued. Copy it now.")
+            response["Cache-Control"] = "no-store"
+            return response
+    return _card_answer(request, name, _agent_card(request, name, token_form=form), status=INVALID)
+
+
+@console_view(access.MANAGE_TOKENS, methods=("POST",))
+def token_revoke(request, name, token_id):
+    form = RevokeForm(request.POST)
+    form.is_valid()
+    try:
+        token = admin.token_revoke(
+            token_id=token_id,
+            agent_name=name,
+            user=request.user,
+            reason=form.cleaned_data.get("reason", ""),
+        )
+    except NotFound:
+        raise Http404("No such token.") from None
+    return _card_answer(
+        request, name, _agent_card(request, name), message=f"Token {token.prefix}… revoked."
+    )

@@ -1,0 +1,118 @@
+"""Console fixtures: an operator, an admin and an outsider, each with a signed-in browser-like
+client, and tasks in the states an operator meets (looping, stopped, waiting for a verdict).
+
+Tasks are driven through the same services the runner API calls, so what the pages show is
+what the guard really decided.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from django.test import Client
+
+from agents.guard import types as g
+from agents.models import Task
+from agents.services import runner, tasks
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings):
+    """Users are made with a password; the production hasher is slow on purpose."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def signed_in(user, *, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def people(make_user):
+    return SimpleNamespace(
+        operator=make_user("olivia")[0],
+        admin=make_user("adam", admin=True)[0],
+        outsider=make_user("oscar", groups=False)[0],
+    )
+
+
+@pytest.fixture
+def as_operator(people) -> Client:
+    return signed_in(people.operator)
+
+
+@pytest.fixture
+def as_admin(people) -> Client:
+    return signed_in(people.admin)
+
+
+@pytest.fixture
+def as_outsider(people) -> Client:
+    return signed_in(people.outsider)
+
+
+@pytest.fixture
+def anonymous(db) -> Client:
+    return Client()
+
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def agent(make_agent):
+    return make_agent("agent-a", namespace="ns-a")[0]
+
+
+def tool_step(agent, task_id, tool="kb_search", args=None, *, kind=g.SUCCESS, **request):
+    """One tool call: request, and when EXECUTE'd, report a result of `kind`."""
+    _, call, outcome = runner.tool_call_request(
+        task_id=task_id, agent=agent, tool=tool, args=args or {"query": "price"},
+        effect=request.pop("effect", g.READ), **request,
+    )  # fmt: skip
+    if outcome.decision == g.EXECUTE:
+        runner.tool_call_result(
+            task_id=task_id, agent=agent, tool_call_id=call.pk, result=g.ToolResult(kind=kind)
+        )
+    return call, outcome
+
+
+@pytest.fixture
+def looping_task(agent) -> Task:
+    """RUNNING, having asked for the same search twice (the second is a repeat)."""
+    task = tasks.task_create(agent=agent, goal="Find the enterprise price")
+    _, model_call, _ = runner.model_call_gate(task_id=task.pk, agent=agent, model="m")
+    runner.model_call_usage(
+        task_id=task.pk, agent=agent, model_call_id=model_call.pk, prompt_tokens=100,
+        completion_tokens=10, tool_calls=[{"name": "kb_search", "args": {"query": "price"}}],
+    )  # fmt: skip
+    tool_step(agent, task.pk, args={"query": "price", "api_key": "sk-live-123"})
+    tool_step(agent, task.pk, args={"query": "price", "api_key": "sk-live-123"})
+    task.refresh_from_db()
+    assert task.state == g.RUNNING
+    return task
+
+
+@pytest.fixture
+def lost_write(agent) -> SimpleNamespace:
+    """NEEDS_HUMAN/unknown_commit: a payment's answer was lost, its operation is UNKNOWN."""
+    task = tasks.task_create(agent=agent, goal="Pay invoice INV-42 exactly once")
+    call, _ = tool_step(
+        agent, task.pk, "pay_invoice", {"invoice": "INV-42", "card_number": "4111111111111111"},
+        kind=g.NO_RESULT, effect=g.WRITE, operation_key="pay-INV-42",
+    )  # fmt: skip
+    task.refresh_from_db()
+    assert task.state == g.NEEDS_HUMAN
+    call.refresh_from_db()
+    return SimpleNamespace(task=task, operation=call.operation)
+
+
+@pytest.fixture
+def stopped_task(looping_task, people) -> Task:
+    from agents.services import operator
+
+    operator.task_stop(task_id=looping_task.pk, reason="looping", user=people.operator)
+    looping_task.refresh_from_db()
+    return looping_task

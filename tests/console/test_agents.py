@@ -1,0 +1,120 @@
+"""Agents (admins): spend today, running tasks, the kill switch, tokens issued once and revoked."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.test import Client
+from django.utils import timezone
+
+from agents.guard import types as g
+from agents.models import AgentDay, ApiToken, Event, hash_token
+from agents.services import runner
+from tests.console.conftest import HTMX
+
+PAUSE = "pause-agent-a-reason"
+
+
+def test_it_lists_agents_with_spend_today_and_running_tasks(as_admin, looping_task, agent):
+    AgentDay.objects.update_or_create(agent=agent, day=timezone.now().date(),
+                                      defaults={"spent": Decimal("0.42")})  # fmt: skip
+    page = as_admin.get("/agents/").content.decode()
+    assert 'id="agent-agent-a"' in page
+    assert "0.4200" in page
+    assert 'href="/?agent=agent-a&amp;state=RUNNING">1</a>' in page
+
+
+def test_pausing_stops_every_task_at_its_next_call(as_admin, looping_task, agent):
+    response = as_admin.post("/agents/agent-a/pause/", {PAUSE: "runaway spend"})
+    assert response.status_code == 303
+    agent.refresh_from_db()
+    assert (agent.paused, agent.paused_reason) == (True, "runaway spend")
+    _, _, outcome = runner.tool_call_request(task_id=looping_task.pk, agent=agent, tool="t",
+                                             args={}, effect=g.READ)  # fmt: skip
+    assert outcome.decision == g.STOP
+    looping_task.refresh_from_db()
+    assert looping_task.reason == "agent_paused"
+    page = as_admin.get("/agents/").content.decode()
+    assert "runaway spend" in page and "Unpause" in page
+
+
+def test_unpausing_takes_a_reason_too(as_admin, agent):
+    as_admin.post("/agents/agent-a/pause/", {PAUSE: "x"})
+    response = as_admin.post("/agents/agent-a/unpause/", {PAUSE: "fixed"}, **HTMX)
+    assert response.status_code == 200
+    assert response.content.decode().lstrip().startswith('<article class="card agent-card"')
+    agent.refresh_from_db()
+    assert agent.paused is False
+    assert Event.objects.filter(kind="agent_unpaused", reason="fixed").exists()
+
+
+def test_a_pause_without_a_reason_shows_the_error_and_changes_nothing(as_admin, agent):
+    response = as_admin.post("/agents/agent-a/pause/", {PAUSE: ""})
+    assert response.status_code == 422
+    assert 'id="id_pause-agent-a-reason_error">A reason is required.' in response.content.decode()
+    agent.refresh_from_db()
+    assert agent.paused is False
+    assert not Event.objects.filter(kind="agent_paused").exists()
+
+
+def test_an_unknown_agent_is_404(as_admin, db):
+    assert as_admin.post("/agents/nobody/pause/", {"pause-nobody-reason": "x"}).status_code == 404
+
+
+def test_a_new_token_is_shown_once_and_stored_hashed(as_admin, agent):
+    response = as_admin.post("/agents/agent-a/tokens/", {"token-agent-a-name": "worker 2"})
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    body = response.content.decode()
+    raw = body.split('class="token-value" type="text" readonly value="')[1].split('"')[0]
+    assert raw.startswith("lw_")
+    token = ApiToken.objects.get(key_hash=hash_token(raw))
+    assert (token.agent, token.name) == (agent, "worker 2")
+    assert raw not in as_admin.get("/agents/").content.decode()
+    # the token works against the API
+    api = Client().get("/api/v1/tasks", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert api.status_code == 200
+    assert Event.objects.filter(kind="token_issued", actor="user:adam").exists()
+
+
+def test_htmx_gets_the_card_with_the_new_token(as_admin, agent):
+    response = as_admin.post("/agents/agent-a/tokens/", {}, **HTMX)
+    body = response.content.decode()
+    assert body.lstrip().startswith('<article class="card agent-card"')
+    assert "Copy it now" in body
+
+
+def test_a_too_long_token_name_is_refused(as_admin, agent):
+    before = ApiToken.objects.count()
+    response = as_admin.post("/agents/agent-a/tokens/", {"token-agent-a-name": "x" * 150})
+    assert response.status_code == 422
+    assert "At most 100 characters." in response.content.decode()
+    assert ApiToken.objects.count() == before
+
+
+def test_revoking_a_token_locks_it_out(as_admin, agent):
+    token = ApiToken.objects.get(agent=agent)
+    response = as_admin.post(f"/agents/agent-a/tokens/{token.pk}/revoke/")
+    assert response.status_code == 303
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert Event.objects.filter(kind="token_revoked", actor="user:adam").count() == 1
+    # again: nothing more happens
+    as_admin.post(f"/agents/agent-a/tokens/{token.pk}/revoke/")
+    assert Event.objects.filter(kind="token_revoked").count() == 1
+
+
+def test_a_token_of_another_agent_is_404(as_admin, agent, make_agent):
+    _, _ = make_agent("agent-b", namespace="ns-b")
+    other = ApiToken.objects.get(agent__name="agent-b")
+    assert as_admin.post(f"/agents/agent-a/tokens/{other.pk}/revoke/").status_code == 404
+    other.refresh_from_db()
+    assert other.revoked_at is None
+
+
+def test_an_operator_may_not_pause_or_issue(as_operator, agent):
+    assert as_operator.post("/agents/agent-a/pause/", {PAUSE: "x"}).status_code == 403
+    assert as_operator.post("/agents/agent-a/tokens/", {}).status_code == 403
+    agent.refresh_from_db()
+    assert agent.paused is False
+    assert ApiToken.objects.filter(agent=agent).count() == 1

@@ -1,0 +1,123 @@
+"""Resume: a reason, optional grants, usage kept; refused while writes are open."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from agents.guard import types as g
+from agents.models import Event, Phase
+from ledger.services import operation_reconcile
+from tests.console.conftest import HTMX
+
+
+def test_the_form_shows_usage_so_far_per_budget(as_operator, stopped_task):
+    page = as_operator.get(f"/tasks/{stopped_task.pk}/").content.decode()
+    assert "Resume in a new phase" in page
+    for key in ("model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens",
+                "cost", "seconds"):  # fmt: skip
+        assert f'name="{key}"' in page
+    assert '<td class="num">2</td>\n            <td class="num">20</td>' in page  # executions
+
+
+def test_a_plain_post_resumes_with_grants_and_usage_stays(as_operator, stopped_task, people):
+    used = stopped_task.tool_executions
+    response = as_operator.post(
+        f"/tasks/{stopped_task.pk}/resume/",
+        {"reason": "search index fixed", "tool_executions": "5", "cost": "0.5", "polls": ""},
+    )
+    assert response.status_code == 303
+    stopped_task.refresh_from_db()
+    assert (stopped_task.state, stopped_task.phase) == (g.RUNNING, 2)
+    assert stopped_task.tool_executions == used
+    assert stopped_task.limits["max_tool_executions"] == 25
+    assert Decimal(stopped_task.limits["max_cost"]) == Decimal("5.5")
+    phase = Phase.objects.get(task=stopped_task, number=2)
+    assert (phase.started_by, phase.reason) == (people.operator, "search index fixed")
+    page = as_operator.get(f"/tasks/{stopped_task.pk}/").content.decode()
+    assert "Resumed by <b>olivia</b>" in page
+    assert "tool_executions +5" in page
+
+
+def test_htmx_swaps_the_task_in_place(as_operator, stopped_task):
+    response = as_operator.post(f"/tasks/{stopped_task.pk}/resume/", {"reason": "ok"}, **HTMX)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.lstrip().startswith('<div id="task-page"')
+    assert '<span class="badge big state-running">Running</span>' in body
+
+
+def test_a_bad_grant_shows_the_error_next_to_its_field_and_changes_nothing(
+    as_operator, stopped_task
+):
+    before = (stopped_task.state, stopped_task.phase, stopped_task.limits)
+    response = as_operator.post(
+        f"/tasks/{stopped_task.pk}/resume/",
+        {"reason": "go", "model_calls": "-1", "tokens": "lots", "cost": "abc"},
+    )
+    assert response.status_code == 422
+    body = response.content.decode()
+    assert 'id="id_model_calls_error">Must be zero or more.' in body
+    assert 'id="id_tokens_error">Must be a number.' in body
+    assert 'id="id_cost_error">Must be a number.' in body
+    assert 'value="lots"' in body  # what was typed stays
+    stopped_task.refresh_from_db()
+    assert (stopped_task.state, stopped_task.phase, stopped_task.limits) == before
+
+
+def test_a_missing_reason_is_refused(as_operator, stopped_task):
+    events = Event.objects.count()
+    response = as_operator.post(f"/tasks/{stopped_task.pk}/resume/", {"model_calls": "1"})
+    assert response.status_code == 422
+    assert "Say why the task may go on." in response.content.decode()
+    stopped_task.refresh_from_db()
+    assert stopped_task.state == g.STOPPED
+    assert Event.objects.count() == events
+
+
+def test_open_writes_are_named_and_linked_and_block_the_resume(as_operator, lost_write):
+    task, op = lost_write.task, lost_write.operation
+    page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
+    assert "Reconcile first." in page
+    assert f'<a href="/reconcile/#op-{op.pk}"><code>pay-INV-42</code></a>' in page
+    assert 'disabled title="Reconcile the open writes first"' in page
+    response = as_operator.post(f"/tasks/{task.pk}/resume/", {"reason": "try"})
+    assert response.status_code == 422
+    assert "Reconcile these operations before resuming: pay-INV-42" in response.content.decode()
+    task.refresh_from_db()
+    assert (task.state, task.phase) == (g.NEEDS_HUMAN, 1)
+
+
+def test_after_reconciling_the_task_resumes(as_operator, lost_write, people):
+    task, op = lost_write.task, lost_write.operation
+    operation_reconcile(operation_id=op.pk, verdict="COMMITTED", note="paid", actor="user:olivia",
+                        user=people.operator, result={"payment": "P-1"})  # fmt: skip
+    page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
+    assert "Reconcile first." not in page
+    response = as_operator.post(f"/tasks/{task.pk}/resume/", {"reason": "payment confirmed"})
+    assert response.status_code == 303
+    task.refresh_from_db()
+    assert (task.state, task.phase) == (g.RUNNING, 2)
+
+
+def test_a_running_task_has_no_resume_form_and_refuses_a_resume(as_operator, looping_task):
+    page = as_operator.get(f"/tasks/{looping_task.pk}/").content.decode()
+    assert "Resume in a new phase" not in page
+    response = as_operator.post(f"/tasks/{looping_task.pk}/resume/", {"reason": "why not"})
+    assert response.status_code == 422
+    assert "The task is running; there is nothing to resume." in response.content.decode()
+
+
+def test_a_completed_task_offers_nothing(as_operator, agent):
+    from agents.services import runner, tasks
+
+    task = tasks.task_create(agent=agent, goal="done")
+    runner.task_finish(task_id=task.pk, agent=agent, evidence={"revision": 0, "done": True})
+    page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
+    assert "The goal was met. Nothing to do." in page
+
+
+def test_a_stop_then_resume_keeps_the_window(as_operator, stopped_task):
+    window = list(stopped_task.window)
+    as_operator.post(f"/tasks/{stopped_task.pk}/resume/", {"reason": "go"})
+    stopped_task.refresh_from_db()
+    assert stopped_task.window == window
