@@ -195,3 +195,28 @@ def test_signed_out_visitors_go_to_sign_in(page, console):
     page.goto(f"{console.url}/reconcile/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/reconcile/"))
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+
+
+def test_the_daily_report_charts_the_trips_the_agent_caused(page, console, shot):
+    from django.utils import timezone
+
+    from agents.services.rollups import rollup_day
+
+    loop_on_search(console.agent)  # BLOCK, then the next identical request stops it
+    task = console.agent.list_tasks()[0]
+    with pytest.raises(TaskStopped):
+        console.agent.request_tool(task["id"], "kb_search", SEARCH)
+    today = timezone.now().date()  # rollups are per UTC day
+    rollup_day(day=today)
+
+    sign_in(page, console.url, "olivia")
+    page.get_by_role("link", name="Reports").click()
+    expect(page.get_by_role("heading", name="Daily report")).to_be_visible()
+    today_bar = page.locator(f'svg rect.bar[data-day="{today.isoformat()}"]')
+    expect(today_bar).to_have_attribute("data-trips", "1")
+    expect(page.locator("main")).to_contain_text("GUARD_LOOP_DETECTED")
+    shot("daily-report")
+
+    csv = page.request.get(f"{console.url}/reports/daily.csv")
+    assert csv.status == 200
+    assert "support-bot" in csv.text()
