@@ -138,6 +138,9 @@ def validate_limits(raw: dict[str, Any], partial: bool, *, profile: bool = False
 def _tighten_error(name: str, value: Any, base: Limits) -> str | None:
     """None when `value` is at least as strict as the profile's value for `name`."""
     current = getattr(base, name)
+    if name == "max_cycle_period":
+        # A longer period catches more cycles: stricter is higher, unlike every other count.
+        return None if value >= current else f"May only be raised (profile detects {current})."
     if name in INT_FIELDS:
         return None if value <= current else f"May only be lowered (profile allows {current})."
     if name == "max_cost":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agents.models import LimitProfile
+
 from .helpers import assert_stop_is_sticky, assert_stopped, execute, new_task, request_tool
 
 pytestmark = pytest.mark.django_db
@@ -38,8 +40,9 @@ def test_it_stops_a_cycle_of_period_three(agent_api, patient_profile):
     assert stop_report["usage"]["tool_executions"] == 5
 
 
-def test_it_ignores_cycles_longer_than_max_cycle_period(agent_api, patient_profile):
-    task = new_task(agent_api, profile="patient", limits={"max_cycle_period": 2})
+def test_it_ignores_cycles_longer_than_max_cycle_period(agent_api, db):
+    LimitProfile.objects.create(name="short-sighted", max_stagnant=10, max_cycle_period=2)
+    task = new_task(agent_api, profile="short-sighted")
     for call in (ORDER, CUSTOMER, INVOICE, ORDER, CUSTOMER):
         execute(agent_api, task["id"], *call)
 

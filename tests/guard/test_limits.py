@@ -16,8 +16,8 @@ def test_no_requested_limits_gives_a_copy_of_the_profile():
     assert task_limits == base and task_limits is not base
 
 
-def test_an_agent_may_lower_every_numeric_limit():
-    requested = {name: 2 for name in Limits.NUMERIC if name != "max_cost"}
+def test_an_agent_may_lower_every_numeric_limit_but_the_cycle_period():
+    requested = {name: 2 for name in Limits.NUMERIC if name not in ("max_cost", "max_cycle_period")}
     requested["max_cost"] = "0.5"
     task_limits = tighten_limits(Limits(), requested)
     assert task_limits.max_model_calls == 2
@@ -32,13 +32,20 @@ def test_an_agent_may_lower_every_numeric_limit():
         ("deadline_seconds", 901),
         ("max_tokens", 200_001),
         ("max_cost", "5.01"),
-        ("max_cycle_period", 4),
     ],
 )
 def test_an_agent_may_not_raise_a_numeric_limit(field, value):
     with pytest.raises(LimitError) as exc:
         tighten_limits(Limits(), {field: value})
     assert "lowered" in exc.value.fields[field]
+
+
+def test_an_agent_may_raise_the_cycle_period_but_not_lower_it():
+    # A longer period detects more cycles, so raising it is the stricter direction.
+    assert tighten_limits(Limits(), {"max_cycle_period": 5}).max_cycle_period == 5
+    with pytest.raises(LimitError) as exc:
+        tighten_limits(Limits(), {"max_cycle_period": 2})
+    assert "raised" in exc.value.fields["max_cycle_period"]
 
 
 def test_an_agent_may_switch_repeat_action_from_block_to_stop_but_not_back():
