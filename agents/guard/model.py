@@ -11,12 +11,11 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from .transitions import already_stopped, halt, to_decimal
+from .transitions import already_stopped, halt, opening_checks, to_decimal
 from .types import (
     ALLOW,
     CONTINUE,
     PARTIAL,
-    STOPPED,
     AgentView,
     ModelCallRequest,
     Outcome,
@@ -33,12 +32,8 @@ def gate_model_call(
     task: TaskState, req: ModelCallRequest, agent: AgentView, now: datetime
 ) -> Outcome:
     """Checks 1-8 of the model-call gate, in order; ALLOW counts the call and reserves cost."""
-    if task.terminal:
-        return already_stopped(task)
-    if agent.paused:
-        return halt(task, STOPPED, "agent_paused")
-    if now >= task.deadline_at:
-        return halt(task, PARTIAL, "deadline")
+    if (stopped := opening_checks(task, agent, now)) is not None:
+        return stopped
     limits = task.limits
     if task.model_calls >= limits.max_model_calls:
         return halt(task, PARTIAL, "model_budget")

@@ -12,7 +12,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .fingerprint import data_hash, fingerprint, similarity
-from .transitions import Evidence, already_stopped, halt, is_int, note_milestone, parse_evidence
+from .transitions import (
+    Evidence,
+    already_stopped,
+    halt,
+    is_int,
+    note_milestone,
+    opening_checks,
+    parse_evidence,
+)
 from .types import (
     BLOCK,
     BLOCK_CODE,
@@ -32,7 +40,6 @@ from .types import (
     RESULT_KINDS,
     RETRYABLE,
     REUSE,
-    STOPPED,
     SUCCESS,
     UNKNOWN,
     WAIT,
@@ -135,12 +142,8 @@ def request_tool(
     the step is recorded when its result arrives, because only then is it known whether it
     made progress.
     """
-    if task.terminal:
-        return already_stopped(task)
-    if agent.paused:
-        return halt(task, STOPPED, "agent_paused")
-    if now >= task.deadline_at:
-        return halt(task, PARTIAL, "deadline")
+    if (stopped := opening_checks(task, agent, now)) is not None:
+        return stopped
     limits = task.limits
     if task.tool_requests >= limits.max_tool_requests:
         return halt(task, PARTIAL, "request_budget")

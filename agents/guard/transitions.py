@@ -1,5 +1,5 @@
-"""The few moves every guard rule shares: stopping a task, answering a stopped one, and
-accepting the application's evidence.
+"""The few moves every guard rule shares: stopping a task, answering a stopped one, the
+opening checks of both gates, and accepting the application's evidence.
 
 Kept in one place so a stop is written the same way by every rule: state and reason set once,
 `stopped_now` true only on the call that wrote it (the service builds the report and the stop
@@ -9,10 +9,11 @@ event exactly then), and a terminal task answered without being touched (stops a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .types import STOP, Outcome, TaskState
+from .types import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
 
 # A revision is stored in a 64-bit column; a larger one cannot be a real verifier's.
 REVISION_MAX = 9_223_372_036_854_775_807
@@ -28,6 +29,22 @@ def halt(task: TaskState, state: str, reason: str, **extra: Any) -> Outcome:
 def already_stopped(task: TaskState, **extra: Any) -> Outcome:
     """The answer for any call on a terminal task: STOP with the stored reason, nothing changed."""
     return Outcome(decision=STOP, reason=task.reason, stopped_now=False, **extra)
+
+
+def opening_checks(task: TaskState, agent: AgentView, now: datetime) -> Outcome | None:
+    """Checks 1-3 of both gates (DESIGN.md section 4), in this order; None when all pass.
+
+    1. terminal: STOP with the stored report, nothing counted (stops are sticky);
+    2. agent paused: STOPPED/agent_paused; 3. deadline passed: PARTIAL/deadline.
+    Written once so the model-call gate and the tool request can never disagree on them.
+    """
+    if task.terminal:
+        return already_stopped(task)
+    if agent.paused:
+        return halt(task, STOPPED, "agent_paused")
+    if now >= task.deadline_at:
+        return halt(task, PARTIAL, "deadline")
+    return None
 
 
 def to_decimal(value: Any) -> Decimal:
