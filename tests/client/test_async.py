@@ -9,7 +9,7 @@ import pytest
 
 from agents.client import AsyncClient, LoopwardenError, Plan, TaskStopped, ToolReport, arun
 from agents.guard import types as g
-from agents.models import ToolCall
+from agents.models import ModelCall, ToolCall
 from ledger.models import Operation
 
 
@@ -41,6 +41,20 @@ def test_the_async_client_drives_every_agent_endpoint(api_url, agent_token):
     assert [t["id"] for t in seen["listed"]] == [seen["finished"]["id"]]
     assert [c["type"] for c in seen["trace"]["calls"]] == ["model_call", "tool_call"]
     assert seen["finished"]["state"] == seen["fetched"]["state"] == g.COMPLETED
+
+
+def test_an_async_call_left_without_usage_warns_at_the_callers_line(api_url, agent_token):
+    async def main() -> int:
+        async with AsyncClient(api_url, agent_token) as client:
+            session = client.session((await client.create_task("async forgetful"))["id"])
+            async with session.model_call() as call:
+                pass
+            return call.model_call
+
+    with pytest.warns(UserWarning, match="left without usage") as warned:
+        model_call = asyncio.run(main())
+    assert ModelCall.objects.get(pk=model_call).settled_at is None
+    assert {w.filename for w in warned if "left without usage" in str(w.message)} == {__file__}
 
 
 def test_the_async_session_wraps_model_calls_and_tools(api_url, agent_token):

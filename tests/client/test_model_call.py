@@ -36,9 +36,14 @@ def test_usage_is_reported_even_when_the_body_fails(lw):
 
 def test_a_call_left_without_usage_keeps_its_reservation_and_warns(lw):
     session = lw.session(lw.create_task("forgetful")["id"])
-    with pytest.warns(UserWarning, match="left without usage"), session.model_call() as call:
+    with (
+        pytest.warns(UserWarning, match="left without usage") as warned,
+        session.model_call() as call,
+    ):
         pass
     assert ModelCall.objects.get(pk=call.model_call).settled_at is None
+    # The warning points at the caller's `with`, not at the client's internals.
+    assert {w.filename for w in warned if "left without usage" in str(w.message)} == {__file__}
 
 
 def test_a_spent_budget_raises_before_the_paid_call(lw):
