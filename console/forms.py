@@ -8,6 +8,7 @@ field that broke it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -23,7 +24,24 @@ CHOICE_FIELDS = {
 }
 
 
-class TaskFilterForm(forms.Form):
+class _FilterForm(forms.Form):
+    """A list page's filters, read from the URL (unbound when there is no query string).
+
+    An unknown value in the URL is ignored (the list is not filtered by it) rather than an error.
+    """
+
+    def _valid_values(self) -> dict[str, Any]:
+        """The cleaned values of the fields that parsed; nothing for an unbound form."""
+        self.is_valid()
+        return getattr(self, "cleaned_data", {})
+
+
+def _filter_choices(label: str, values: Iterable[str]) -> list[tuple[str, str]]:
+    """A filter's choices: `label` for no filter, then each value as itself."""
+    return [("", label), *[(value, value) for value in values]]
+
+
+class TaskFilterForm(_FilterForm):
     state = forms.ChoiceField(required=False)
     agent = forms.ChoiceField(required=False)
     needs_human = forms.BooleanField(required=False, label="Needs a human only")
@@ -31,13 +49,11 @@ class TaskFilterForm(forms.Form):
 
     def __init__(self, *args, agents: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["state"].choices = [("", "Any state"), *[(s, s) for s in g.TASK_STATES]]
-        self.fields["agent"].choices = [("", "Any agent"), *[(a, a) for a in agents]]
+        self.fields["state"].choices = _filter_choices("Any state", g.TASK_STATES)
+        self.fields["agent"].choices = _filter_choices("Any agent", agents)
 
     def filters(self) -> dict[str, Any]:
-        """The valid filters; an unknown value in the URL is ignored rather than an error."""
-        self.is_valid()
-        data = getattr(self, "cleaned_data", {})
+        data = self._valid_values()
         return {
             "state": data.get("state") or "",
             "agent": data.get("agent") or "",
@@ -161,6 +177,16 @@ def money_text(value: Any) -> str:
     return f"{whole}.{fraction.ljust(2, '0')}"
 
 
+def limit_text(name: str, value: Any) -> Any:
+    """A limit as its form field shows it: money as a person would type it, no value as empty.
+    The inverse of `limit_value`."""
+    if value is None:
+        return ""
+    if name == "max_cost":
+        return money_text(value)
+    return value
+
+
 def limit_value(name: str, text: Any) -> Any:
     """Text from a form to the type the limit rules expect; unparseable text goes through as
     is, so the rules reject it with their own message."""
@@ -196,10 +222,7 @@ class TaskLimitsForm(forms.Form):
         self.current = limits
         for name in g.Limits.names():
             self.fields[name] = _limit_field(name)
-            value = limits.get(name)
-            if name == "max_cost" and value is not None:
-                value = money_text(value)
-            self.fields[name].initial = "" if value is None else value
+            self.fields[name].initial = limit_text(name, limits.get(name))
 
     def changes(self) -> dict[str, Any]:
         out = {}
@@ -247,7 +270,7 @@ class ProfileForm(forms.Form):
         return values
 
 
-class AuditFilterForm(forms.Form):
+class AuditFilterForm(_FilterForm):
     kind = forms.ChoiceField(required=False)
     actor = forms.CharField(required=False, max_length=150)
     agent = forms.CharField(required=False, max_length=64)
@@ -257,11 +280,10 @@ class AuditFilterForm(forms.Form):
 
     def __init__(self, *args, kinds: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["kind"].choices = [("", "Any action"), *[(k, k) for k in kinds]]
+        self.fields["kind"].choices = _filter_choices("Any action", kinds)
 
     def filters(self) -> dict[str, Any]:
-        self.is_valid()
-        data = getattr(self, "cleaned_data", {})
+        data = self._valid_values()
         return {
             "kind": data.get("kind") or "",
             "actor": (data.get("actor") or "").strip(),

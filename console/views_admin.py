@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -15,7 +13,7 @@ from agents.services import admin, operator
 from agents.services.admin import PROFILE_LIMIT_FIELDS
 from console import access, queries
 from console.access import INVALID, console_view
-from console.forms import PauseForm, ProfileForm, RevokeForm, TokenForm, money_text
+from console.forms import PauseForm, ProfileForm, RevokeForm, TokenForm, limit_text
 
 # -- limit profiles --------------------------------------------------------------------------
 
@@ -34,18 +32,51 @@ def limits_index(request):
 def _profile_initial(profile: LimitProfile) -> dict:
     initial = {"description": profile.description}
     for name in PROFILE_LIMIT_FIELDS:
-        value = getattr(profile, name)
-        if isinstance(value, Decimal):
-            value = money_text(value)
-        initial[name] = "" if value is None else value
+        initial[name] = limit_text(name, getattr(profile, name))
     return initial
 
 
+def _profile_context(form: ProfileForm, profile: LimitProfile | None, **extra) -> dict:
+    return {"form": form, "profile": profile, "changes": queries.limit_changes(10), **extra}
+
+
 def _profile_page(request, form: ProfileForm, profile: LimitProfile | None, status: int = 200):
-    context = {"form": form, "profile": profile, "changes": queries.limit_changes(10)}
+    context = _profile_context(form, profile)
     return access.page(
         request, "console/profile_form.html", "console/_profile_form.html", context, status=status
     )
+
+
+def _profile_post(request, profile: LimitProfile | None, saved: str):
+    """Create (`profile` None) or change a profile from the posted form, through the service.
+
+    Saved: htmx gets the form with the stored values, a plain POST the limits page; `saved`,
+    formatted with the profile's name, is the message. Refused: the form again, each error next
+    to its field (422), nothing changed.
+    """
+    form = ProfileForm(request.POST, creating=profile is None)
+    if form.is_valid():
+        try:
+            stored = admin.profile_save(
+                user=request.user,
+                values=form.values(),
+                name=profile.name if profile is not None else None,
+            )
+        except DomainError as error:
+            access.field_errors(form, error)
+        else:
+            return access.done(
+                request,
+                saved.format(name=stored.name),
+                partial="console/_profile_form.html",
+                context=_profile_context(
+                    ProfileForm(creating=False, initial=_profile_initial(stored)),
+                    stored,
+                    saved=True,
+                ),
+                then=reverse("limits"),
+            )
+    return _profile_page(request, form, profile, status=INVALID)
 
 
 @console_view(access.ADD_PROFILE, methods=("GET", "POST"))
@@ -54,26 +85,7 @@ def profile_new(request):
         defaults = LimitProfile()  # the model's defaults are DESIGN.md section 5's
         form = ProfileForm(creating=True, initial=_profile_initial(defaults))
         return _profile_page(request, form, None)
-    form = ProfileForm(request.POST, creating=True)
-    if form.is_valid():
-        try:
-            profile = admin.profile_save(user=request.user, values=form.values())
-        except DomainError as error:
-            access.field_errors(form, error)
-        else:
-            return access.done(
-                request,
-                f"Profile {profile.name} created.",
-                partial="console/_profile_form.html",
-                context={
-                    "form": ProfileForm(creating=False, initial=_profile_initial(profile)),
-                    "profile": profile,
-                    "saved": True,
-                    "changes": queries.limit_changes(10),
-                },  # fmt: skip
-                then=reverse("limits"),
-            )
-    return _profile_page(request, form, None, status=INVALID)
+    return _profile_post(request, None, "Profile {name} created.")
 
 
 @console_view(access.CHANGE_PROFILE, methods=("GET", "POST"))
@@ -82,26 +94,7 @@ def profile_edit(request, name):
     if request.method == "GET":
         form = ProfileForm(creating=False, initial=_profile_initial(profile))
         return _profile_page(request, form, profile)
-    form = ProfileForm(request.POST, creating=False)
-    if form.is_valid():
-        try:
-            profile = admin.profile_save(user=request.user, values=form.values(), name=name)
-        except DomainError as error:
-            access.field_errors(form, error)
-        else:
-            return access.done(
-                request,
-                f"Profile {profile.name} saved. New tasks get these limits.",
-                partial="console/_profile_form.html",
-                context={
-                    "form": ProfileForm(creating=False, initial=_profile_initial(profile)),
-                    "profile": profile,
-                    "saved": True,
-                    "changes": queries.limit_changes(10),
-                },  # fmt: skip
-                then=reverse("limits"),
-            )
-    return _profile_page(request, form, profile, status=INVALID)
+    return _profile_post(request, profile, "Profile {name} saved. New tasks get these limits.")
 
 
 # -- agents ----------------------------------------------------------------------------------

@@ -83,7 +83,9 @@ def test_an_admin_creates_a_profile(as_admin, db):
     assert profile.max_model_calls == 30
     event = Event.objects.get(kind="profile_created")
     assert (event.actor, event.detail["profile"]) == ("user:adam", "nightly")
-    assert "created a limit profile" in as_admin.get("/limits/").content.decode()
+    page = as_admin.get("/limits/").content.decode()
+    assert "created a limit profile" in page
+    assert "Profile nightly created." in page
 
 
 def test_the_new_profile_form_starts_from_the_defaults(as_admin, db):
@@ -117,6 +119,7 @@ def test_an_admin_edits_a_profile_and_the_change_is_logged(as_admin, db):
     }, **HTMX)  # fmt: skip
     assert response.status_code == 200
     assert "Saved." in response.content.decode()
+    assert "Profile default saved. New tasks get these limits." in response["HX-Trigger"]
     profile = LimitProfile.objects.get(name="default")
     assert (profile.max_stagnant, profile.description) == (5, "tuned")
     event = Event.objects.get(kind="profile_changed")
