@@ -189,6 +189,7 @@ class Task(models.Model):
     stagnant = models.PositiveIntegerField(default=0)
     window = models.JSONField(default=list)
     blocked = models.JSONField(default=list)
+    pending = models.JSONField(default=list)  # fingerprints executed, result not reported yet
     signatures = models.JSONField(default=list)
     seen_hashes = models.JSONField(default=list)
     milestones = models.JSONField(default=list)

@@ -124,7 +124,13 @@ def _most_similar(task: TaskState, tool: str, fp: str, args_text: str) -> tuple[
 
 
 def _window_count(task: TaskState, fp: str) -> int:
-    return sum(1 for entry in task.window if entry.fingerprint == fp)
+    """How often `fp` was done since the last progress, counting calls still in flight.
+
+    An executed call joins the window when its result arrives; until then it is pending. Both
+    count, or an agent that never reports could repeat a read up to the execution budget.
+    """
+    done = sum(1 for entry in task.window if entry.fingerprint == fp)
+    return done + task.pending.count(fp)
 
 
 def request_tool(
@@ -208,6 +214,8 @@ def request_tool(
     if task.tool_executions >= limits.max_tool_executions:
         return halt(task, PARTIAL, "execution_budget", fingerprint=fp)
     task.tool_executions += 1
+    if not req.job_id:
+        task.pending.append(fp)
     return Outcome(decision=EXECUTE, fingerprint=fp, claim=is_write)
 
 
@@ -290,6 +298,8 @@ def report_result(
         return already_stopped(task, fingerprint=call.fingerprint, **ledger)
     is_write = call.effect == WRITE
     fp = call.fingerprint
+    if fp in task.pending:
+        task.pending.remove(fp)  # no longer in flight; step 5 puts it in the window
 
     # 1. No usable result.
     unusable = _usable_kind(call, result)

@@ -177,6 +177,7 @@ class TaskState:
     stagnant: int = 0
     window: list[WindowEntry] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # fingerprints already answered BLOCK
+    pending: list[str] = field(default_factory=list)  # executed, result not reported yet
     signatures: list[str] = field(default_factory=list)  # last action signatures, newest last
     seen_hashes: list[str] = field(default_factory=list)  # data hashes, for novelty progress
     milestones: list[str] = field(default_factory=list)

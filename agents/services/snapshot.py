@@ -22,6 +22,7 @@ def to_state(task: Task) -> g.TaskState:
         limits=g.Limits.from_dict(task.limits),
         window=[g.WindowEntry.from_dict(e) for e in task.window],
         blocked=list(task.blocked),
+        pending=list(task.pending),
         signatures=list(task.signatures),
         seen_hashes=list(task.seen_hashes),
         report=task.report,
@@ -36,6 +37,7 @@ def apply_state(task: Task, state: g.TaskState) -> None:
     task.limits = state.limits.to_dict()
     task.window = [e.to_dict() for e in state.window]
     task.blocked = state.blocked
+    task.pending = state.pending
     task.signatures = state.signatures
     task.seen_hashes = state.seen_hashes
     task.report = state.report

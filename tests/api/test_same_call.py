@@ -88,3 +88,17 @@ def test_it_forgets_the_repeats_after_verified_progress(agent_api):
     again = request_tool(agent_api, task["id"], "search", {"q": "x"})
 
     assert again["decision"] == "EXECUTE"
+
+
+def test_it_counts_executions_whose_results_never_arrived(agent_api):
+    # An agent that never reports must not repeat a read up to the execution budget.
+    task = new_task(agent_api)
+    for _ in range(2):
+        answer = request_tool(agent_api, task["id"], "search", {"q": "invoice 42"})
+        assert answer["decision"] == "EXECUTE"
+
+    assert request_tool(agent_api, task["id"], "search", {"q": "invoice 42"})["decision"] == "BLOCK"
+    answer = request_tool(agent_api, task["id"], "search", {"q": "invoice 42"})
+
+    stop_report = assert_stopped(answer, "PARTIAL", "same_call", "GUARD_LOOP_DETECTED")
+    assert stop_report["usage"]["tool_executions"] == 2

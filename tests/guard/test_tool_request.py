@@ -370,3 +370,21 @@ def test_the_execution_budget_stops_the_task_before_a_new_execution():
     out = ask(task, read(q="b"))
     assert (out.reason, task.state, task.tool_executions) == ("execution_budget", PARTIAL, 1)
     assert task.tool_requests == 2
+
+
+def test_an_executed_call_without_a_result_counts_as_a_repeat():
+    task = make_task()
+    req = read("search", q="x")
+    assert ask(task, req).decision == EXECUTE
+    assert ask(task, req).decision == EXECUTE
+    assert task.pending == [task.pending[0]] * 2
+
+    assert ask(task, req).decision == BLOCK
+
+
+def test_a_status_poll_is_never_pending():
+    task = make_task()
+    poll = read("job_status", job_id="j1", job="j1")
+    for _ in range(3):
+        assert ask(task, poll).decision == EXECUTE
+    assert task.pending == []
