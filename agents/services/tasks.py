@@ -21,8 +21,11 @@ def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
         try:
             return LimitProfile.objects.get(name=name)
         except LimitProfile.DoesNotExist:
-            raise BadInput(f"No limit profile named {name!r}.", code="UNKNOWN_PROFILE",
-                           fields={"profile": "unknown"}) from None
+            raise BadInput(
+                f"No limit profile named {name!r}.",
+                code="UNKNOWN_PROFILE",
+                fields={"profile": "unknown"},
+            ) from None
     if agent.default_profile_id:
         return agent.default_profile
     return LimitProfile.objects.filter(name=DEFAULT_PROFILE).first()
@@ -47,8 +50,11 @@ def task_create(
     try:
         task_limits = core.tighten_limits(base, limits or {})
     except g.LimitError as exc:
-        raise BadInput("Limits may only be tightened.", code="BAD_LIMITS",
-                       fields={f"limits.{k}": v for k, v in exc.fields.items()}) from None
+        raise BadInput(
+            "Limits may only be tightened.",
+            code="BAD_LIMITS",
+            fields={f"limits.{k}": v for k, v in exc.fields.items()},
+        ) from None
     now = timezone.now()
     refused: TriggerLoop | None = None
     with transaction.atomic():
