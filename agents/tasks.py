@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agents.models import Notification
 from agents.services import notify, rollups, sweeps
+from loopwarden.celery import retried_job
 
 
 @shared_task(ignore_result=True)
@@ -40,13 +41,10 @@ class NotifyJob(Task):
         notify.notification_give_up(**params, error=f"{type(exc).__name__}: {exc}")
 
 
-@shared_task(
-    bind=True,
+@retried_job(
     base=NotifyJob,
-    ignore_result=True,
-    autoretry_for=(notify.DeliveryFailed,),
-    retry_backoff=settings.NOTIFY_BACKOFF_SECONDS,
-    retry_backoff_max=600,
+    retry_on=notify.DeliveryFailed,
+    backoff_seconds=settings.NOTIFY_BACKOFF_SECONDS,
     max_retries=settings.NOTIFY_MAX_RETRIES,
 )
 def notify_needs_human(

@@ -6,6 +6,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from ledger import reconcilers
+from loopwarden.celery import retried_job
 
 
 @shared_task(ignore_result=True)
@@ -27,13 +28,10 @@ class CheckJob(Task):
         )
 
 
-@shared_task(
-    bind=True,
+@retried_job(
     base=CheckJob,
-    ignore_result=True,
-    autoretry_for=(reconcilers.NoAnswer,),
-    retry_backoff=settings.RECONCILE_BACKOFF_SECONDS,
-    retry_backoff_max=600,
+    retry_on=reconcilers.NoAnswer,
+    backoff_seconds=settings.RECONCILE_BACKOFF_SECONDS,
     max_retries=settings.RECONCILE_MAX_CHECKS - 1,
 )
 def check_operation(self, operation_id: int) -> str | None:

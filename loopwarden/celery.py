@@ -13,13 +13,37 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from celery import Celery
+from celery import Celery, Task, shared_task
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
 
 app = Celery("loopwarden")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# The longest wait between two tries of a job that asks the outside world: the exponential
+# backoff grows up to this and no further.
+RETRY_BACKOFF_MAX_SECONDS = 600
+
+
+def retried_job(
+    *, base: type[Task], retry_on: type[Exception], backoff_seconds: int, max_retries: int
+):
+    """The decorator of a job that asks the outside world (a webhook, a reconciler).
+
+    `retry_on` is retried with exponential backoff from `backoff_seconds`, capped at
+    RETRY_BACKOFF_MAX_SECONDS, at most `max_retries` times; then `base.on_failure` records the
+    give-up. The job is bound (it may read `self.request.retries`) and keeps no result.
+    """
+    return shared_task(
+        bind=True,
+        base=base,
+        ignore_result=True,
+        autoretry_for=(retry_on,),
+        retry_backoff=backoff_seconds,
+        retry_backoff_max=RETRY_BACKOFF_MAX_SECONDS,
+        max_retries=max_retries,
+    )
 
 
 def beat_schedule(*, sweep_seconds: int, rollup_seconds: int) -> dict[str, dict]:

@@ -283,10 +283,25 @@ def one_round(client: Client, task_id: str, n: int, samples: Samples) -> None:
           data={"page": n, "rows": 25}, evidence=evidence, duration_ms=1)  # fmt: skip
 
 
-def drive_agents(api: str, tokens: list[str], seconds: float) -> Run:
+def for_seconds(
+    worker: Callable[[str, float, Run], None], tokens: list[str], seconds: float
+) -> Run:
+    """Run `worker(token, stop_at, run)` on one thread per token until `seconds` have passed
+    (each worker stops starting work at `stop_at`); `run.seconds` is the time they all took."""
     run = Run()
+    started = time.monotonic()
+    stop_at = started + seconds
+    threads = [threading.Thread(target=worker, args=(t, stop_at, run)) for t in tokens]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    run.seconds = time.monotonic() - started
+    return run
 
-    def agent(token: str) -> None:
+
+def drive_agents(api: str, tokens: list[str], seconds: float) -> Run:
+    def agent(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
         errors = stops = tasks = 0
         with Client(api, token, timeout=60) as client:
@@ -308,21 +323,11 @@ def drive_agents(api: str, tokens: list[str], seconds: float) -> Run:
                     errors += 1
         run.merge(samples, errors=errors, stops=stops, tasks=tasks)
 
-    started = time.monotonic()
-    stop_at = started + seconds
-    threads = [threading.Thread(target=agent, args=(t,)) for t in tokens]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    run.seconds = time.monotonic() - started
-    return run
+    return for_seconds(agent, tokens, seconds)
 
 
 def drive_baseline(api: str, tokens: list[str], seconds: float) -> Run:
-    run = Run()
-
-    def caller(token: str) -> None:
+    def caller(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
         errors = 0
         headers = {"Authorization": f"Bearer {token}"}
@@ -332,15 +337,7 @@ def drive_baseline(api: str, tokens: list[str], seconds: float) -> Run:
                 errors += response.status_code != 200
         run.merge(samples, errors=errors)
 
-    started = time.monotonic()
-    stop_at = started + seconds
-    threads = [threading.Thread(target=caller, args=(t,)) for t in tokens]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    run.seconds = time.monotonic() - started
-    return run
+    return for_seconds(caller, tokens, seconds)
 
 
 # -- trace length ------------------------------------------------------------------------------

@@ -122,10 +122,13 @@ class Scenario:
         self.expect = set(self.expected)
         self.note = ""
 
+    @property
+    def external_ref(self) -> str:
+        """Names the scenario and the run on the task, so each demo pass is told apart."""
+        return f"simulate:{self.name}:{self.run_id}"
+
     def create(self, client: Client) -> dict[str, Any]:
-        return client.create_task(
-            self.goal, profile=self.profile, external_ref=f"simulate:{self.name}:{self.run_id}"
-        )
+        return client.create_task(self.goal, profile=self.profile, external_ref=self.external_ref)
 
     def plan(self, history: History) -> Plan:
         raise NotImplementedError
@@ -215,8 +218,7 @@ class ABCycle(Scenario):
                 raise
         self.note = "no 'patient' profile: default limits, so no_progress comes first"
         self.expect = {("PARTIAL", "no_progress")}
-        ref = f"simulate:{self.name}:{self.run_id}"
-        return client.create_task(self.goal, external_ref=ref)
+        return client.create_task(self.goal, external_ref=self.external_ref)
 
     def plan(self, history: History) -> Plan:
         turn = len(_tool_messages(history))
