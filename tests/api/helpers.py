@@ -14,23 +14,27 @@ from django.utils import timezone
 from agents.models import Event, ModelCall, Task, ToolCall
 from ledger.models import Operation, Reconciliation
 
+# The write most ledger tests send: one business action, one operation key.
+NOTICE = {"to": "ops@example.com", "incident": 42}
+NOTICE_KEY = "incident-42-first-notice"
+
+
+def _body(response, status: int = 200) -> dict:
+    """The answer's body, after checking it came with `status` (else fail showing the body)."""
+    assert response.status_code == status, response.body
+    return response.body
+
 
 def new_task(api, **body: Any) -> dict:
-    response = api.post("tasks", {"goal": "Close incident 42", **body})
-    assert response.status_code == 201, response.body
-    return response.body
+    return _body(api.post("tasks", {"goal": "Close incident 42", **body}), 201)
 
 
 def get_task(api, task_id: str) -> dict:
-    response = api.get(f"tasks/{task_id}")
-    assert response.status_code == 200, response.body
-    return response.body
+    return _body(api.get(f"tasks/{task_id}"))
 
 
 def gate(api, task_id: str, **body: Any) -> dict:
-    response = api.post(f"tasks/{task_id}/model-calls", body)
-    assert response.status_code == 200, response.body
-    return response.body
+    return _body(api.post(f"tasks/{task_id}/model-calls", body))
 
 
 def settle(
@@ -42,12 +46,8 @@ def settle(
     completion_tokens: int = 20,
     **body: Any,
 ) -> dict:
-    response = api.post(
-        f"tasks/{task_id}/model-calls/{model_call}/usage",
-        {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, **body},
-    )
-    assert response.status_code == 200, response.body
-    return response.body
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, **body}
+    return _body(api.post(f"tasks/{task_id}/model-calls/{model_call}/usage", usage))
 
 
 def request_tool(
@@ -59,15 +59,18 @@ def request_tool(
     **extra: Any,
 ) -> dict:
     body = {"tool": tool, "args": {} if args is None else args, "effect": effect, **extra}
-    response = api.post(f"tasks/{task_id}/tool-calls", body)
-    assert response.status_code == 200, response.body
-    return response.body
+    return _body(api.post(f"tasks/{task_id}/tool-calls", body))
+
+
+def send_notice(api, task_id: str) -> dict:
+    """Request the NOTICE write under its operation key."""
+    return request_tool(api, task_id, "send_email", NOTICE, "write", operation_key=NOTICE_KEY)
 
 
 def report(api, task_id: str, tool_call: int, kind: str = "SUCCESS", **extra: Any) -> dict:
-    response = api.post(f"tasks/{task_id}/tool-calls/{tool_call}/result", {"kind": kind, **extra})
-    assert response.status_code == 200, response.body
-    return response.body
+    return _body(
+        api.post(f"tasks/{task_id}/tool-calls/{tool_call}/result", {"kind": kind, **extra})
+    )
 
 
 def execute(
@@ -92,9 +95,7 @@ def evidence(revision: int, done: bool = False, **extra: Any) -> dict:
 
 
 def finish(api, task_id: str, **body: Any) -> dict:
-    response = api.post(f"tasks/{task_id}/finish", body)
-    assert response.status_code == 200, response.body
-    return response.body
+    return _body(api.post(f"tasks/{task_id}/finish", body))
 
 
 def move_deadline_to_the_past(task_id: str) -> None:

@@ -6,16 +6,17 @@ import pytest
 
 from ledger.models import Operation, Reconciliation
 
-from .helpers import assert_stopped, evidence, get_task, new_task, report, request_tool
+from .helpers import (
+    NOTICE_KEY,
+    assert_stopped,
+    evidence,
+    get_task,
+    new_task,
+    report,
+    send_notice,
+)
 
 pytestmark = pytest.mark.django_db
-
-KEY = "incident-42-first-notice"
-NOTICE = {"to": "ops@example.com", "incident": 42}
-
-
-def send_notice(api, task_id):
-    return request_tool(api, task_id, "send_email", NOTICE, "write", operation_key=KEY)
 
 
 @pytest.fixture
@@ -50,14 +51,14 @@ def test_it_refuses_to_resume_naming_the_unknown_operation(agent_api, operator_a
 
     assert response.status_code == 409
     assert response.body["error"]["code"] == "OPERATIONS_UNRESOLVED"
-    assert KEY in response.body["error"]["message"]
-    assert response.body["error"]["fields"] == {"operations": [KEY]}
+    assert NOTICE_KEY in response.body["error"]["message"]
+    assert response.body["error"]["fields"] == {"operations": [NOTICE_KEY]}
     assert get_task(agent_api, lost_write["id"])["state"] == "NEEDS_HUMAN"
 
 
 def test_it_reuses_a_write_reconciled_committed(agent_api, operator_api, lost_write):
     operation = unknown_operation(operator_api)
-    assert operation["key"] == KEY
+    assert operation["key"] == NOTICE_KEY
 
     response = reconcile(operator_api, operation["id"], "COMMITTED", result={"message_id": "m-7"})
 
@@ -91,7 +92,7 @@ def test_it_executes_a_write_reconciled_not_committed_again(agent_api, operator_
         evidence=evidence(1, committed=True),
     )
     assert answer["decision"] == "CONTINUE"
-    row = Operation.objects.get(operation_key=KEY)
+    row = Operation.objects.get(operation_key=NOTICE_KEY)
     assert (row.state, row.result, row.attempts) == ("COMMITTED", {"message_id": "m-8"}, 2)
     assert get_task(agent_api, lost_write["id"])["usage"]["tool_executions"] == 2
 

@@ -22,10 +22,26 @@ def progress(revision: int) -> dict:
     return {"kind": "SUCCESS", "evidence": evidence(revision)}
 
 
+def read_two_pages(api, **limits) -> dict:
+    """A task with `limits` that read pages 1 and 2, each with verified progress."""
+    task = new_task(api, limits=limits)
+    for n in (1, 2):
+        execute(api, task["id"], "page", {"n": n}, result=progress(n))
+    return task
+
+
+def start_export(api, task_id) -> None:
+    """Start job-7; the tool answers PENDING, to be polled."""
+    started = request_tool(api, task_id, "start_export", {"id": 7})
+    report(api, task_id, started["tool_call"], "PENDING", job_id="job-7", wait_ms=100)
+
+
+def poll_export(api, task_id) -> dict:
+    return request_tool(api, task_id, "export_status", {"job": "job-7"}, job_id="job-7")
+
+
 def test_it_refuses_the_tool_request_past_max_tool_requests(agent_api):
-    task = new_task(agent_api, limits={"max_tool_requests": 2})
-    execute(agent_api, task["id"], "page", {"n": 1}, result=progress(1))
-    execute(agent_api, task["id"], "page", {"n": 2}, result=progress(2))
+    task = read_two_pages(agent_api, max_tool_requests=2)
 
     answer = request_tool(agent_api, task["id"], "page", {"n": 3})
 
@@ -36,9 +52,7 @@ def test_it_refuses_the_tool_request_past_max_tool_requests(agent_api):
 
 
 def test_it_refuses_the_execution_past_max_tool_executions(agent_api):
-    task = new_task(agent_api, limits={"max_tool_executions": 2})
-    execute(agent_api, task["id"], "page", {"n": 1}, result=progress(1))
-    execute(agent_api, task["id"], "page", {"n": 2}, result=progress(2))
+    task = read_two_pages(agent_api, max_tool_executions=2)
 
     answer = request_tool(agent_api, task["id"], "page", {"n": 3})
 
@@ -67,17 +81,14 @@ def test_it_draws_retries_of_every_layer_from_one_budget(agent_api):
 
 def test_it_refuses_the_poll_past_max_polls(agent_api):
     task = new_task(agent_api, limits={"max_polls": 2})
-    started = request_tool(agent_api, task["id"], "start_export", {"id": 7})
-    report(agent_api, task["id"], started["tool_call"], "PENDING", job_id="job-7", wait_ms=100)
+    start_export(agent_api, task["id"])
     for _ in range(2):
-        poll = request_tool(
-            agent_api, task["id"], "export_status", {"job": "job-7"}, job_id="job-7"
-        )
+        poll = poll_export(agent_api, task["id"])
         assert poll["decision"] == "EXECUTE"
         waited = report(agent_api, task["id"], poll["tool_call"], "PENDING", wait_ms=100)
         assert waited["decision"] == "CONTINUE"
 
-    answer = request_tool(agent_api, task["id"], "export_status", {"job": "job-7"}, job_id="job-7")
+    answer = poll_export(agent_api, task["id"])
 
     stop_report = assert_stopped(answer, "PARTIAL", "poll_budget", "GUARD_ROUND_LIMIT")
     assert stop_report["usage"]["polls"] == 2
@@ -87,12 +98,9 @@ def test_it_refuses_the_poll_past_max_polls(agent_api):
 
 def test_it_does_not_count_waiting_as_a_step_without_progress(agent_api):
     task = new_task(agent_api, limits={"max_polls": 5, "max_stagnant": 1})
-    started = request_tool(agent_api, task["id"], "start_export", {"id": 7})
-    report(agent_api, task["id"], started["tool_call"], "PENDING", job_id="job-7", wait_ms=100)
+    start_export(agent_api, task["id"])
     for _ in range(4):
-        poll = request_tool(
-            agent_api, task["id"], "export_status", {"job": "job-7"}, job_id="job-7"
-        )
+        poll = poll_export(agent_api, task["id"])
         report(agent_api, task["id"], poll["tool_call"], "PENDING", wait_ms=100)
 
     body = get_task(agent_api, task["id"])

@@ -13,8 +13,6 @@ from .helpers import (
     execute,
     get_task,
     new_task,
-    report,
-    request_tool,
 )
 
 pytestmark = pytest.mark.django_db
@@ -23,13 +21,16 @@ KEY = "refund-7"
 
 
 def run_read(api, task_id, kind, **result):
-    asked = request_tool(api, task_id, "lookup", {"id": 7})
-    return report(api, task_id, asked["tool_call"], kind, **result)
+    """Execute the read and report a `kind` result; the answer to the report."""
+    _, answer = execute(api, task_id, "lookup", {"id": 7}, result={"kind": kind, **result})
+    return answer
 
 
 def run_write(api, task_id, kind, **result):
-    asked = request_tool(api, task_id, "refund", {"order": 7}, "write", operation_key=KEY)
-    return report(api, task_id, asked["tool_call"], kind, **result)
+    """Execute the write under KEY and report a `kind` result; the answer to the report."""
+    write = {"effect": "write", "operation_key": KEY, "result": {"kind": kind, **result}}
+    _, answer = execute(api, task_id, "refund", {"order": 7}, **write)
+    return answer
 
 
 def test_it_fails_a_read_that_gave_no_result(agent_api):

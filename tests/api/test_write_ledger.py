@@ -8,22 +8,15 @@ import pytest
 from ledger.models import Operation
 from tests.conftest import Caller
 
-from .helpers import evidence, execute, get_task, new_task, request_tool
+from .helpers import NOTICE, NOTICE_KEY, evidence, execute, get_task, new_task, send_notice
 
 pytestmark = pytest.mark.django_db
 
-NOTICE = {"to": "ops@example.com", "incident": 42}
 COMMITTED = {
     "kind": "SUCCESS",
     "data": {"message_id": "m-1"},
     "evidence": evidence(1, committed=True, milestone="notice_sent"),
 }
-
-
-def send_notice(api, task_id):
-    return request_tool(
-        api, task_id, "send_email", NOTICE, "write", operation_key="incident-42-first-notice"
-    )
 
 
 def commit_notice(api, task_id):
@@ -33,7 +26,7 @@ def commit_notice(api, task_id):
         "send_email",
         NOTICE,
         "write",
-        operation_key="incident-42-first-notice",
+        operation_key=NOTICE_KEY,
         result=COMMITTED,
     )
     assert answered["decision"] == "CONTINUE"
@@ -47,7 +40,7 @@ def test_it_claims_the_key_in_flight_with_a_lease_on_execute(agent_api):
 
     assert asked["decision"] == "EXECUTE"
     assert asked["lease_expires_at"]
-    operation = Operation.objects.get(operation_key="incident-42-first-notice")
+    operation = Operation.objects.get(operation_key=NOTICE_KEY)
     assert (operation.state, operation.namespace) == ("IN_FLIGHT", "ns-a")
 
 
@@ -56,7 +49,7 @@ def test_it_commits_a_write_proven_by_the_verifier(agent_api):
 
     commit_notice(agent_api, task["id"])
 
-    operation = Operation.objects.get(operation_key="incident-42-first-notice")
+    operation = Operation.objects.get(operation_key=NOTICE_KEY)
     assert operation.state == "COMMITTED"
     assert operation.result == {"message_id": "m-1"}
     assert get_task(agent_api, task["id"])["revision"] == 1
