@@ -22,6 +22,24 @@ TASKS = 4
 REQUESTS = 16
 
 
+def race_for_the_key(api, task_ids: list[str], body: dict) -> int:
+    """REQUESTS tool requests for one write key, spread over the tasks, released at once.
+
+    Every answer must be 200, exactly one EXECUTE and the rest WAIT: nothing under the key is
+    committed, so REUSE is impossible; one request claims it, everyone else waits. Returns the
+    tool call that got EXECUTE.
+    """
+    answers = race(
+        [partial(api.post, f"tasks/{task_ids[i % TASKS]}/tool-calls", body)
+         for i in range(REQUESTS)]
+    )  # fmt: skip
+
+    assert [status for status, _ in answers] == [200] * REQUESTS, answers
+    decisions = Counter(answer["decision"] for _, answer in answers)
+    assert decisions == {g.EXECUTE: 1, g.WAIT: REQUESTS - 1}, answers
+    return next(answer["tool_call"] for _, answer in answers if answer["decision"] == g.EXECUTE)
+
+
 def test_racing_requests_for_one_key_across_tasks_give_exactly_one_execute(make_agent, api_for):
     _, token = make_agent("racer", namespace="ns-race")
     api = api_for(token)
@@ -30,16 +48,8 @@ def test_racing_requests_for_one_key_across_tasks_give_exactly_one_execute(make_
     for key in ("incident-42-first-notice", "incident-43-first-notice", "refund-7"):
         body = {"tool": "send_notice", "args": {"key": key}, "effect": "write",
                 "operation_key": key}  # fmt: skip
-        answers = race(
-            [partial(api.post, f"tasks/{task_ids[i % TASKS]}/tool-calls", body)
-             for i in range(REQUESTS)]
-        )  # fmt: skip
+        executed = race_for_the_key(api, task_ids, body)
 
-        assert [status for status, _ in answers] == [200] * REQUESTS, answers
-        decisions = Counter(body["decision"] for _, body in answers)
-        # Nothing was committed, so REUSE is impossible: one claim, everyone else waits.
-        assert decisions == {g.EXECUTE: 1, g.WAIT: REQUESTS - 1}, answers
-        executed = next(body["tool_call"] for _, body in answers if body["decision"] == g.EXECUTE)
         operation = Operation.objects.get(namespace="ns-race", operation_key=key)
         assert operation.state == g.IN_FLIGHT
         assert operation.tool_call_id == executed
@@ -76,15 +86,8 @@ def test_racing_requests_for_a_not_committed_key_reclaim_it_exactly_once(make_ag
         assert (status, answer["decision"]) == (200, g.CONTINUE)
         assert Operation.objects.get(operation_key=key).state == g.NOT_COMMITTED
 
-        answers = race(
-            [partial(api.post, f"tasks/{task_ids[i % TASKS]}/tool-calls", body)
-             for i in range(REQUESTS)]
-        )  # fmt: skip
+        executed = race_for_the_key(api, task_ids, body)
 
-        assert [status for status, _ in answers] == [200] * REQUESTS, answers
-        decisions = Counter(body["decision"] for _, body in answers)
-        assert decisions == {g.EXECUTE: 1, g.WAIT: REQUESTS - 1}, answers
-        executed = next(body["tool_call"] for _, body in answers if body["decision"] == g.EXECUTE)
         operation = Operation.objects.get(namespace="ns-retry", operation_key=key)
         assert (operation.state, operation.tool_call_id, operation.attempts) == (
             g.IN_FLIGHT,
