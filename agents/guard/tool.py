@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from .fingerprint import data_hash, fingerprint, similarity
+from .fingerprint import data_hash, similarity
 from .transitions import (
     Evidence,
     already_stopped,
@@ -155,7 +155,7 @@ def request_tool(
         return halt(task, PARTIAL, "request_budget")
     task.tool_requests += 1
 
-    fp, args_text = fingerprint(req.tool, req.args, req.ignore_fields)
+    fp, args_text = req.identity
     is_write = req.effect == WRITE
     if is_write and not req.operation_key:
         return halt(task, NEEDS_HUMAN, "missing_operation_key", fingerprint=fp)

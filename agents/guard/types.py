@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
+
+from .fingerprint import fingerprint
 
 # -- states, decisions, reasons -------------------------------------------------------------
 
@@ -230,6 +233,11 @@ class ToolRequest:
     job_id: str | None = None
     ignore_fields: list[str] = field(default_factory=list)  # from the tool policy
     near_duplicate_threshold: float | None = None  # tool policy overrides the task's limit
+
+    @cached_property
+    def identity(self) -> tuple[str, str]:
+        """(fingerprint, canonical args text), computed once for the core and the service."""
+        return fingerprint(self.tool, self.args, self.ignore_fields)
 
 
 @dataclass

@@ -225,11 +225,7 @@ def _tool_call_request_once(
                     result=operation.result,
                 )
             outcome = core.request_tool(state, request, view, agent_view(agent.pk, None), now)
-            _, args_text = (
-                core.fingerprint(tool, args, request.ignore_fields)
-                if outcome.fingerprint
-                else ("", "")
-            )
+            _, args_text = request.identity if outcome.fingerprint else ("", "")
             call = ToolCall(
                 task=task,
                 seq=next_seq(task),
