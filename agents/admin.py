@@ -1,7 +1,8 @@
 """Django admin (/django-admin/) for what admins manage without a console page of its own.
 
 Tool policies: the fields a tool's fingerprint ignores, its near-duplicate threshold, and the
-reconciler URL asked about its UNKNOWN operations (see ledger/reconcilers.py).
+reconciler URL asked about its UNKNOWN operations (see ledger/reconcilers.py). Model prices: what
+the gate reserves before a model call and what the usage report settles.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 
-from agents.models import ToolPolicy
+from agents.models import ModelPrice, ToolPolicy
 
 
 class ToolPolicyForm(forms.ModelForm):
@@ -47,3 +48,9 @@ class ToolPolicyAdmin(admin.ModelAdmin):
     form = ToolPolicyForm
     list_display = ["tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url"]
     search_fields = ["tool"]
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    list_display = ["model", "input_per_million", "output_per_million"]
+    search_fields = ["model"]

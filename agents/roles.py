@@ -28,6 +28,7 @@ ADMIN_PERMS = OPERATOR_PERMS + [
     "agents.add_toolpolicy",
     "agents.change_toolpolicy",
     "agents.view_modelprice",
+    "agents.add_modelprice",
     "agents.change_modelprice",
 ]
 
