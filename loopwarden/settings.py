@@ -13,9 +13,10 @@ DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", False)
+REQUIRE_SECRET_KEY = env_bool("LOOPWARDEN_REQUIRE_SECRET_KEY", False)
 SECRET_KEY = env_str("SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG and env_bool("LOOPWARDEN_REQUIRE_SECRET_KEY", False):
+    if not DEBUG and REQUIRE_SECRET_KEY:
         raise ConfigError("SECRET_KEY must be set")
     # Development fallback: stable per data directory so sessions survive restarts.
     key_file = DATA_DIR / "secret_key"
@@ -28,6 +29,22 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
+
+# The production switch: served over HTTPS behind a proxy that terminates TLS and sets
+# X-Forwarded-Proto (and strips any the client sent). Production (LOOPWARDEN_REQUIRE_SECRET_KEY)
+# implies it; `manage.py check --deploy` is clean under it.
+HTTPS = env_bool("LOOPWARDEN_HTTPS", REQUIRE_SECRET_KEY)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # One year by default; a first deployment may start lower, since browsers remember it.
+    SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 31_536_000, minimum=1)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+else:
+    env_int("HSTS_SECONDS", 0)  # parsed anyway: a bad value fails whether or not it is used
 
 INSTALLED_APPS = [
     "django.contrib.admin",
