@@ -77,7 +77,8 @@ def test_the_switch_can_be_turned_off_explicitly(tmp_path):
         "shell",
         "--no-imports",
         "-c",
-        "from django.conf import settings as s; print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)",
+        "from django.conf import settings as s; "
+        "print(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)",
         LOOPWARDEN_REQUIRE_SECRET_KEY="true",
         LOOPWARDEN_HTTPS="false",
     )
