@@ -44,3 +44,29 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+RATE_PERIODS = {"s": "second", "sec": "second", "second": "second", "m": "minute",
+                "min": "minute", "minute": "minute", "h": "hour", "hour": "hour",
+                "d": "day", "day": "day"}  # fmt: skip
+
+
+def env_rate(name: str, default: str | None) -> str | None:
+    """A request rate such as `3000/min` (per second, minute, hour or day); `off` gives None.
+
+    The value is given back as `<count>/<period>` with the period spelled out, the form DRF's
+    throttles parse.
+    """
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    text = raw.strip().lower()
+    if text == "off":
+        return None
+    count, _, period = text.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in RATE_PERIODS:
+        raise ConfigError(
+            f"{name}={raw!r} is not a rate (use e.g. 3000/min: a count, then per second, "
+            "min, hour or day; or off)"
+        )
+    return f"{int(count)}/{RATE_PERIODS[period]}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import ConfigError, env_bool, env_int, env_list, env_str
+from .env import ConfigError, env_bool, env_int, env_list, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -130,6 +130,20 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 
+
+def _cache() -> dict:
+    """The cache counts API calls per token (agents/api/throttles.py). Per process by default;
+    with several web processes, point CACHE_URL at Redis so they count together."""
+    url = env_str("CACHE_URL", "")
+    if not url:
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    raise ConfigError(f"CACHE_URL={url!r}: use redis://host:6379/1 (or leave it empty)")
+
+
+CACHES = {"default": _cache()}
+
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
@@ -140,9 +154,13 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "agents.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["agents.api.throttles.TokenRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
+# Calls per API token and window (second, minute, hour or day); `off` turns it off. Far above
+# what an agent's loop does: it stops a client gone wrong, the guard paces the rest.
+API_THROTTLE_RATE = env_rate("API_THROTTLE_RATE", "3000/minute")
 SPECTACULAR_SETTINGS = {
     "TITLE": "Loopwarden runner API",
     "DESCRIPTION": "Ask before every paid model call and tool execution; report what happened.",

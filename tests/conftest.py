@@ -116,3 +116,14 @@ def outsider_api(make_user, client):
 def on_postgres():
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://...)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Throttle counters live in the cache; one test's calls must not count against the next
+    one's token (token ids repeat once a test's rows are rolled back)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
