@@ -2,11 +2,14 @@
 
 Tool policies: the fields a tool's fingerprint ignores, its near-duplicate threshold, and the
 reconciler URL asked about its UNKNOWN operations (see ledger/reconcilers.py). Model prices: what
-the gate reserves before a model call and what the usage report settles.
+the gate reserves before a model call and what the usage report settles. Sign-in failures
+(django-axes), read-only: a lockout is lifted on the console, where the unlock is audited.
 """
 
 from __future__ import annotations
 
+from axes.admin import AccessAttemptAdmin
+from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
 
@@ -54,3 +57,17 @@ class ToolPolicyAdmin(admin.ModelAdmin):
 class ModelPriceAdmin(admin.ModelAdmin):
     list_display = ["model", "input_per_million", "output_per_million"]
     search_fields = ["model"]
+
+
+admin.site.unregister(AccessAttempt)
+
+
+@admin.register(AccessAttempt)
+class SigninFailureAdmin(AccessAttemptAdmin):
+    """axes' failure rows, to look at. Deleting them here would lift a lockout without an
+    audit row; the console's Sign-in lockouts page does it through `signin_unlock`."""
+
+    actions = []  # axes' clean-up action deletes rows too (expired ones are cleaned anyway)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -20,4 +20,10 @@ class AgentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from axes.signals import user_locked_out
+
+        from agents.services.signin import record_lockout
+
         post_migrate.connect(_after_migrate, sender=self)
+        # A sign-in lockout goes in the audit log (django-axes decides it).
+        user_locked_out.connect(record_lockout, dispatch_uid="loopwarden-signin-lockout")

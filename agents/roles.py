@@ -30,6 +30,9 @@ ADMIN_PERMS = OPERATOR_PERMS + [
     "agents.view_modelprice",
     "agents.add_modelprice",
     "agents.change_modelprice",
+    # Sign-in lockouts (django-axes' failure rows): see them, lift them.
+    "axes.view_accessattempt",
+    "axes.delete_accessattempt",
 ]
 
 

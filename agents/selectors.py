@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass
+from datetime import datetime
+
+from axes.models import AccessAttempt
+from django.conf import settings
+from django.db.models import QuerySet, Sum
+from django.utils import timezone
 
 from agents.guard import core
 from agents.models import Agent, Event, ModelCall, Task, ToolCall
@@ -125,3 +131,78 @@ def operation_json(operation: Operation, *, with_history: bool = False) -> dict:
             for r in operation.reconciliations.all()
         ]
     return body
+
+
+# -- sign-in lockouts (django-axes keeps the failures; its rule says who is locked) ----------
+
+
+@dataclass(frozen=True)
+class SigninLockout:
+    """Failed sign-ins still counted against one username or one address."""
+
+    by: str  # "username" or "address"
+    value: str
+    failures: int
+    last_failure: datetime
+    locked: bool
+    until: datetime | None  # when the lock lapses by itself; None: when an admin lifts it
+
+    @property
+    def label(self) -> str:
+        return f"{self.by} {self.value}"
+
+
+SIGNIN_TARGETS = (("username", "username"), ("address", "ip_address"))
+
+
+def _counted_attempts():
+    """axes' failure rows that still count: within the cool-off, or all without one."""
+    attempts = AccessAttempt.objects.order_by()
+    if settings.AXES_COOLOFF_TIME:
+        attempts = attempts.filter(attempt_time__gt=timezone.now() - settings.AXES_COOLOFF_TIME)
+    return attempts
+
+
+def signin_failures(*, by: str, value: str) -> int:
+    """Failed sign-ins counted against one username or address, as axes counts them."""
+    field = dict(SIGNIN_TARGETS)[by]
+    total = _counted_attempts().filter(**{field: value}).aggregate(n=Sum("failures_since_start"))
+    return total["n"] or 0
+
+
+def signin_lockouts(limit: int = 200) -> list[SigninLockout]:
+    """Usernames and addresses with counted failures: the locked ones first, then most failures.
+
+    Locked means axes refuses them: at least AXES_FAILURE_LIMIT failures within the cool-off.
+    A lock lapses when its oldest failures needed to reach the limit fall out of the cool-off.
+    """
+    cooloff = settings.AXES_COOLOFF_TIME
+    failure_limit = settings.AXES_FAILURE_LIMIT
+    rows = list(
+        _counted_attempts().values_list(
+            "username", "ip_address", "failures_since_start", "attempt_time"
+        )[:5000]
+    )
+    found = []
+    for by, field in SIGNIN_TARGETS:
+        index = 0 if field == "username" else 1
+        groups: dict[str, list[tuple[int, datetime]]] = {}
+        for row in rows:
+            if row[index]:
+                groups.setdefault(row[index], []).append((row[2], row[3]))
+        for value, failures in groups.items():
+            failures.sort(key=lambda item: item[1], reverse=True)  # newest first
+            total, until = 0, None
+            for count, at in failures:
+                total += count
+                if until is None and total >= failure_limit:
+                    until = at + cooloff if cooloff else None
+            locked = total >= failure_limit
+            found.append(
+                SigninLockout(
+                    by=by, value=value, failures=total, last_failure=failures[0][1],
+                    locked=locked, until=until if locked else None,
+                )
+            )  # fmt: skip
+    found.sort(key=lambda lockout: (not lockout.locked, -lockout.failures, lockout.label))
+    return found[:limit]

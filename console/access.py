@@ -32,6 +32,8 @@ CHANGE_PROFILE = "agents.change_limitprofile"
 CHANGE_AGENT = "agents.change_agent"
 PAUSE_AGENT = "agents.pause_agent"
 MANAGE_TOKENS = "agents.manage_tokens"
+VIEW_SIGNIN_LOCKOUTS = "axes.view_accessattempt"
+UNLOCK_SIGNIN = "axes.delete_accessattempt"
 
 # Status of a page that shows a form again with its errors. htmx is configured (base.html)
 # to swap 422 answers, so the errors appear next to the fields in both modes.

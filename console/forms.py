@@ -291,3 +291,15 @@ class AuditFilterForm(_FilterForm):
             "task": str(data["task"]) if data.get("task") else "",
             "everyone": bool(data.get("everyone")),
         }
+
+
+class UnlockForm(forms.Form):
+    """Lift one sign-in lockout: a username or an address (the service checks which)."""
+
+    by = forms.CharField(widget=forms.HiddenInput)
+    value = forms.CharField(widget=forms.HiddenInput, max_length=255)
+    reason = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.TextInput(attrs={"placeholder": "Why (optional)"}),
+    )

@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
 
-from console import views, views_admin, views_audit, views_ledger, views_reports
+from console import views, views_admin, views_audit, views_ledger, views_reports, views_signin
 
 # The pages of one task, under tasks/<uuid:task_id>/.
 task_urls = [
@@ -47,6 +47,8 @@ urlpatterns = [
     path("limits/profiles/new/", views_admin.profile_new, name="profile-new"),
     path("limits/profiles/<slug:name>/", views_admin.profile_edit, name="profile-edit"),
     path("agents/", views_admin.agents_index, name="agents"),
+    path("sign-in/lockouts/", views_signin.signin_lockouts, name="signin-lockouts"),
+    path("sign-in/lockouts/unlock/", views_signin.signin_unlock, name="signin-unlock"),
     path("agents/<slug:name>/", include(agent_urls)),
     # The console's own three files (htmx, its CSS and script), served by Django when nothing
     # in front does, so the console works under gunicorn without DEBUG or a collectstatic step.

@@ -74,6 +74,8 @@ EVENT_WORDS = {
     "profile_deleted": "deleted a limit profile",
     "token_issued": "issued an API token",
     "token_revoked": "revoked an API token",
+    "signin_locked_out": "locked out of sign-in",
+    "signin_unlocked": "lifted a sign-in lockout",
 }
 
 # The grant dimensions of a resume, with the limit each raises and the usage it is measured by.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -43,7 +44,10 @@ if HTTPS:
     SECURE_HSTS_PRELOAD = True
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-else:
+# Proxies in front of the app that append the client's address to X-Forwarded-For: sign-in
+# throttling counts failures per address, and behind a proxy REMOTE_ADDR is the proxy's.
+TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 1 if HTTPS else 0)
+if not HTTPS:
     env_int("HSTS_SECONDS", 0)  # parsed anyway: a bad value fails whether or not it is used
 
 INSTALLED_APPS = [
@@ -58,6 +62,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    # Before agents: its permissions exist when agents' post_migrate gives the admins theirs.
+    "axes",
     "agents",
     "ledger",
     "console",
@@ -72,7 +78,28 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out sign-in into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins for one username,
+# or from one address, that username or address is locked out for SIGNIN_LOCKOUT_MINUTES
+# (0: until an admin lifts it on the console's Sign-in lockouts page). Failures are not
+# forgotten on a successful sign-in: that would let anyone with an account reset the count of
+# the address they share with an attacker.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+SIGNIN_FAILURE_LIMIT = env_int("SIGNIN_FAILURE_LIMIT", 5, minimum=1)
+SIGNIN_LOCKOUT_MINUTES = env_int("SIGNIN_LOCKOUT_MINUTES", 15)
+AXES_FAILURE_LIMIT = SIGNIN_FAILURE_LIMIT
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own: per user, per address
+AXES_COOLOFF_TIME = timedelta(minutes=SIGNIN_LOCKOUT_MINUTES) if SIGNIN_LOCKOUT_MINUTES else None
+AXES_RESET_ON_SUCCESS = False
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"  # the lockouts page reads its rows
+AXES_LOCKOUT_CALLABLE = "console.views_signin.locked_out"  # the console's page, 429
+AXES_CLIENT_IP_CALLABLE = "loopwarden.proxy.client_address"
 
 ROOT_URLCONF = "loopwarden.urls"
 WSGI_APPLICATION = "loopwarden.wsgi.application"
@@ -229,5 +256,7 @@ LOGGING = {
         "loopwarden.decisions": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "loopwarden.jobs": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
         "django": {"handlers": ["console"], "level": "WARNING"},
+        # Failed sign-ins and lockouts, one line each.
+        "axes": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
