@@ -4,9 +4,11 @@ sees the lock and lifts it; both land in the audit log."""
 from __future__ import annotations
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
 from axes.models import AccessAttempt
+from django.core.management import call_command
 from django.test import Client
 
 from agents.errors import BadInput
@@ -158,3 +160,15 @@ def test_the_django_admin_shows_the_failures_but_deletes_nothing(as_admin, peopl
     assert b"olivia" in listing.content
     attempt = AccessAttempt.objects.get()
     assert as_admin.get(f"/django-admin/axes/accessattempt/{attempt.pk}/delete/").status_code == 403
+
+
+def test_from_a_shell_the_last_admin_unlocks_themselves_and_it_is_audited(people):
+    fail(LIMIT, username="adam")
+    out = StringIO()
+
+    call_command("signin_unlock", "--username", "adam", "--reason", "own typo", stdout=out)
+
+    assert out.getvalue().strip() == f"unlocked username adam: {LIMIT} failures forgotten"
+    assert sign_in(Client(), "adam", "pw").status_code == 302
+    unlock = Event.objects.get(kind="signin_unlocked")
+    assert (unlock.actor, unlock.actor_user, unlock.reason) == ("system", None, "own typo")
