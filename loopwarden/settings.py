@@ -35,11 +35,12 @@ SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
 # X-Forwarded-Proto (and strips any the client sent). Production (LOOPWARDEN_REQUIRE_SECRET_KEY)
 # implies it; `manage.py check --deploy` is clean under it.
 HTTPS = env_bool("LOOPWARDEN_HTTPS", REQUIRE_SECRET_KEY)
+# One year by default; a first deployment may start lower, since browsers remember it.
+HSTS_SECONDS = env_int("HSTS_SECONDS", 31_536_000, minimum=1)
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
-    # One year by default; a first deployment may start lower, since browsers remember it.
-    SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 31_536_000, minimum=1)
+    SECURE_HSTS_SECONDS = HSTS_SECONDS
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SESSION_COOKIE_SECURE = True
@@ -47,8 +48,6 @@ if HTTPS:
 # Proxies in front of the app that append the client's address to X-Forwarded-For: sign-in
 # throttling counts failures per address, and behind a proxy REMOTE_ADDR is the proxy's.
 TRUSTED_PROXIES = env_int("TRUSTED_PROXIES", 1 if HTTPS else 0)
-if not HTTPS:
-    env_int("HSTS_SECONDS", 0)  # parsed anyway: a bad value fails whether or not it is used
 
 INSTALLED_APPS = [
     "django.contrib.admin",
