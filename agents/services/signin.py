@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_ipv46_address
 from django.db import transaction
 
 from agents.errors import BadInput
@@ -57,6 +59,12 @@ def signin_unlock(*, user, by: str, value: str, reason: str = "") -> int:
     if not value:
         raise BadInput("Say which one to unlock.", code="BAD_TARGET",
                        fields={"value": "Required."})  # fmt: skip
+    if by == "address":
+        try:
+            validate_ipv46_address(value)
+        except ValidationError:
+            raise BadInput("Not an IP address.", code="BAD_TARGET",
+                           fields={"value": "An IPv4 or IPv6 address."}) from None  # fmt: skip
     if len(reason) > REASON_MAX:
         raise BadInput("The reason is too long.", code="BAD_REASON",
                        fields={"reason": f"At most {REASON_MAX} characters."})  # fmt: skip

@@ -147,7 +147,9 @@ def test_unlocking_what_is_not_locked_changes_and_logs_nothing(people):
     assert not Event.objects.filter(kind="signin_unlocked").exists()
 
 
-@pytest.mark.parametrize(("by", "value"), [("email", "x"), ("username", " ")])
+@pytest.mark.parametrize(
+    ("by", "value"), [("email", "x"), ("username", " "), ("address", "not-an-address")]
+)
 def test_an_unlock_must_name_a_username_or_an_address(people, by, value):
     with pytest.raises(BadInput):
         signin_unlock(user=people.admin, by=by, value=value)
