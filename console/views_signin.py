@@ -67,7 +67,7 @@ def signin_unlock(request):
                 then=reverse("signin-lockouts"),
             )
     else:
-        error = "Say which username or address to unlock."
+        error = " ".join(message for messages in form.errors.values() for message in messages)
     return access.page(
         request,
         "console/signin_lockouts.html",

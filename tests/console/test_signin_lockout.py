@@ -174,3 +174,15 @@ def test_from_a_shell_the_last_admin_unlocks_themselves_and_it_is_audited(people
     assert sign_in(Client(), "adam", "pw").status_code == 302
     unlock = Event.objects.get(kind="signin_unlocked")
     assert (unlock.actor, unlock.actor_user, unlock.reason) == ("system", None, "own typo")
+
+
+def test_a_refused_unlock_says_why_and_changes_nothing(as_admin, people):
+    fail(LIMIT)
+    response = as_admin.post(
+        "/sign-in/lockouts/unlock/",
+        {"by": "username", "value": "olivia", "reason": "x" * 2001},
+        **HTMX,
+    )
+    assert response.status_code == 422
+    assert "at most 2000 characters" in response.content.decode()
+    assert AccessAttempt.objects.exists()
