@@ -9,7 +9,10 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    from loopwarden.startup import explained_errors
+
+    with explained_errors():
+        execute_from_command_line(sys.argv)
 
 
 if __name__ == "__main__":

@@ -80,8 +80,11 @@ def _database() -> dict:
     url = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'loopwarden.sqlite3'}")
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
-    except Exception as exc:  # dj_database_url raises several kinds
-        raise ConfigError(f"DATABASE_URL is not a valid database URL: {exc}") from None
+    except Exception:  # dj_database_url raises several kinds
+        raise ConfigError(
+            f"DATABASE_URL={url!r} is not a database URL: use "
+            "postgres://user:password@host:5432/dbname, or unset it for the embedded SQLite file"
+        ) from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Embedded default: several processes (web, worker, simulated agent) share the file.
         # WAL lets readers run beside the writer, IMMEDIATE takes the write lock at BEGIN so a
@@ -96,7 +99,10 @@ def _database() -> dict:
         "django.db.backends.postgresql",
         "django.db.backends.postgresql_psycopg2",
     ):
-        raise ConfigError(f"DATABASE_URL: unsupported engine {config['ENGINE']}")
+        raise ConfigError(
+            f"DATABASE_URL: {config['ENGINE'].rsplit('.', 1)[-1]} is not supported: use "
+            "PostgreSQL (postgres://user:password@host:5432/dbname) or unset it for SQLite"
+        )
     return config
 
 
