@@ -56,7 +56,10 @@ def database_problem(settings_dict: Mapping[str, Any], error: BaseException) -> 
             f"`createdb -h {host} -p {port} -U {user} {name}`, or fix DATABASE_URL"
         )
     if "password" in why or "authentication" in why:
-        return f"the database {label} refused the login ({why}): fix the user or password in DATABASE_URL"
+        return (
+            f"the database {label} refused the login ({why}): fix the user or password in "
+            "DATABASE_URL"
+        )
     return (
         f"cannot connect to the database {label} ({why}): start PostgreSQL there, or fix "
         "DATABASE_URL (unset it to use the embedded SQLite file)"
@@ -109,7 +112,8 @@ def check_port(host: str, raw_port: str) -> None:
         except OSError as exc:
             fail(
                 f"port {port} on {host} is already in use ({exc.strerror}): stop what listens "
-                f"there (another ./dev run?) or choose another port, e.g. PORT={port + 1} ./dev run",
+                f"there (another ./dev run?) or choose another port, e.g. "
+                f"PORT={port + 1} ./dev run",
                 status=1,
             )
 
