@@ -121,3 +121,13 @@ def test_dev_run_refuses_a_port_that_is_not_a_number(clean_env):
     line = one_line(dev_run(clean_env, PORT="eighty"))
 
     assert "PORT" in line
+
+
+def test_dev_run_with_an_unreachable_database_is_one_line(clean_env):
+    port = free_port()
+
+    result = dev_run(clean_env, PORT=str(free_port()),
+                     DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/loopwarden")  # fmt: skip
+
+    line = one_line(result)
+    assert "cannot connect to the database" in line and "Loopwarden: http" not in result.stdout
