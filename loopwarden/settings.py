@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -82,7 +83,7 @@ def _database() -> dict:
         config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
     except Exception:  # dj_database_url raises several kinds
         raise ConfigError(
-            f"DATABASE_URL={url!r} is not a database URL: use "
+            f"DATABASE_URL={_without_password(url)!r} is not a database URL: use "
             "postgres://user:password@host:5432/dbname, or unset it for the embedded SQLite file"
         ) from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -103,7 +104,17 @@ def _database() -> dict:
             f"DATABASE_URL: {config['ENGINE'].rsplit('.', 1)[-1]} is not supported: use "
             "PostgreSQL (postgres://user:password@host:5432/dbname) or unset it for SQLite"
         )
+    elif not config.get("NAME"):
+        raise ConfigError(
+            f"DATABASE_URL={_without_password(url)!r} names no database: end it with /dbname, "
+            "as in postgres://user:password@host:5432/dbname"
+        )
     return config
+
+
+def _without_password(url: str) -> str:
+    """A URL fit for an error message: the password, if any, is masked."""
+    return re.sub(r"^([^:/]+://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 DATABASES = {"default": _database()}

@@ -86,12 +86,13 @@ def explained_errors() -> Iterator[None]:
     A database error is explained only when a fresh connection fails too: an error raised by a
     command that did reach the database (a failing migration, say) keeps its traceback.
     """
+    from django.core.exceptions import ImproperlyConfigured
     from django.db.utils import InterfaceError, OperationalError
 
     try:
         yield
-    except ConfigError as exc:
-        fail(str(exc))
+    except (ConfigError, ImproperlyConfigured) as exc:
+        fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
     except (OperationalError, InterfaceError):
         problem = _database_unreachable()
         if problem is None:

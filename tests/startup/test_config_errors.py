@@ -49,6 +49,18 @@ def test_a_malformed_database_url_is_one_line_with_the_fix(clean_env):
     assert "DATABASE_URL" in line and "postgres://" in line
 
 
+def test_a_malformed_database_url_never_prints_its_password(clean_env):
+    line = one_line(manage(clean_env, "check", DATABASE_URL="postgres://u:s3cret@db:port/x"))
+
+    assert "s3cret" not in line and "DATABASE_URL" in line
+
+
+def test_a_database_url_without_a_database_name_is_one_line(clean_env):
+    line = one_line(manage(clean_env, "migrate", DATABASE_URL="postgres:///"))
+
+    assert "names no database" in line and "/dbname" in line
+
+
 def test_an_unsupported_database_engine_is_one_line(clean_env):
     line = one_line(manage(clean_env, "check", DATABASE_URL="mysql://u@localhost/db"))
 
