@@ -7,7 +7,14 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
-    from django.core.management import execute_from_command_line
+    try:
+        from django.core.management import execute_from_command_line
+    except ImportError:
+        sys.exit(
+            f"loopwarden: this python ({sys.executable}) has no Django: run "
+            ".venv/bin/python manage.py ... (./dev run or ./dev test creates .venv), or "
+            "source .venv/bin/activate first"
+        )
 
     from loopwarden.startup import explained_errors
 

@@ -143,3 +143,23 @@ def test_dev_run_with_an_unreachable_database_is_one_line(clean_env):
 
     line = one_line(result)
     assert "cannot connect to the database" in line and "Loopwarden: http" not in result.stdout
+
+
+def _python_without_django() -> str | None:
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if Path(candidate).exists():
+            probe = subprocess.run([candidate, "-c", "import django"], capture_output=True)
+            if probe.returncode != 0:
+                return candidate
+    return None
+
+
+@pytest.mark.skipif(_python_without_django() is None, reason="every python here has Django")
+def test_manage_py_outside_the_virtualenv_says_which_python_to_use(clean_env):
+    result = subprocess.run(
+        [_python_without_django(), str(ROOT / "manage.py"), "create_agent", "demo"],
+        env=clean_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    line = one_line(result)
+    assert ".venv/bin/python manage.py" in line
