@@ -17,8 +17,10 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from agents.errors import DomainError
 from agents.guard import types as g
+from agents.guard.report import resume_condition
 from agents.models import Agent, Task
 from agents.services import operator
+from agents.services.snapshot import to_state
 from console import access, budgets, queries
 from console.access import INVALID, console_view
 from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm
@@ -63,6 +65,18 @@ def _task(task_id) -> Task:
     return get_object_or_404(Task.objects.select_related("agent", "profile"), pk=task_id)
 
 
+def next_step(task: Task, operations) -> str:
+    """What must happen before a resume, from the ledger as it is now.
+
+    The stop report is stored once and keeps the condition of the moment it stopped; after a
+    reconcile that sentence is out of date, so the guard's own rule is asked again.
+    """
+    if not task.report:
+        return ""
+    current = [{"key": op.operation_key, "state": op.state} for op in operations]
+    return resume_condition(to_state(task), current)
+
+
 def task_context(request, task: Task, **forms) -> dict:
     """Everything the task page shows. Forms passed in (with errors) replace the blank ones."""
     operations = queries.task_operations(task)
@@ -76,6 +90,7 @@ def task_context(request, task: Task, **forms) -> dict:
     return {
         "task": task,
         "state_words": state_words(task.state),
+        "next_step": next_step(task, operations),
         "bars": bars,
         "grant_rows": _grant_rows(task, bars),
         "phases": list(task.phases.select_related("started_by")),
@@ -118,7 +133,13 @@ def task_live(request, task_id):
     task = _task(task_id)
     if request.GET.get("state") and request.GET["state"] != task.state:
         return HttpResponseClientRefresh()
-    context = {"task": task, "bars": budgets.bars(task), "state_words": state_words(task.state)}
+    operations = queries.task_operations(task) if task.report else []
+    context = {
+        "task": task,
+        "bars": budgets.bars(task),
+        "state_words": state_words(task.state),
+        "next_step": next_step(task, operations),
+    }
     return render(request, "console/task/_live.html", context)
 
 

@@ -33,9 +33,11 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+        raise ConfigError(
+            f"{name}={raw!r} is not an integer: set a whole number, or unset it for {default}"
+        ) from None
     if value < minimum:
-        raise ConfigError(f"{name}={value} must be >= {minimum}")
+        raise ConfigError(f"{name}={value} must be >= {minimum}: set it to {minimum} or more")
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -123,8 +124,11 @@ def _database() -> dict:
     url = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'loopwarden.sqlite3'}")
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
-    except Exception as exc:  # dj_database_url raises several kinds
-        raise ConfigError(f"DATABASE_URL is not a valid database URL: {exc}") from None
+    except Exception:  # dj_database_url raises several kinds
+        raise ConfigError(
+            f"DATABASE_URL={_without_password(url)!r} is not a database URL: use "
+            "postgres://user:password@host:5432/dbname, or unset it for the embedded SQLite file"
+        ) from None
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Embedded default: several processes (web, worker, simulated agent) share the file.
         # WAL lets readers run beside the writer, IMMEDIATE takes the write lock at BEGIN so a
@@ -139,8 +143,21 @@ def _database() -> dict:
         "django.db.backends.postgresql",
         "django.db.backends.postgresql_psycopg2",
     ):
-        raise ConfigError(f"DATABASE_URL: unsupported engine {config['ENGINE']}")
+        raise ConfigError(
+            f"DATABASE_URL: {config['ENGINE'].rsplit('.', 1)[-1]} is not supported: use "
+            "PostgreSQL (postgres://user:password@host:5432/dbname) or unset it for SQLite"
+        )
+    elif not config.get("NAME"):
+        raise ConfigError(
+            f"DATABASE_URL={_without_password(url)!r} names no database: end it with /dbname, "
+            "as in postgres://user:password@host:5432/dbname"
+        )
     return config
+
+
+def _without_password(url: str) -> str:
+    """A URL fit for an error message: the password, if any, is masked."""
+    return re.sub(r"^([^:/]+://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 DATABASES = {"default": _database()}

@@ -115,6 +115,9 @@ def resume_condition(task: TaskState, operations: list[dict[str, Any]]) -> str:
             parts.append(f"{verb} in-flight {noun} {', '.join(in_flight)}")
         return f"{' and '.join(parts)}, then an operator may resume."
     reason = task.reason or ""
+    if reason == "unknown_commit":
+        # Asked again after the stop (the console's "Next step"): every write is settled now.
+        return "Every write of the task has a known outcome now; an operator may resume."
     if reason in BUDGET_GRANTS:
         return (
             f"An operator may resume with a {BUDGET_GRANTS[reason]} grant "

@@ -53,21 +53,21 @@ def signin_unlock(*, user, by: str, value: str, reason: str = "") -> int:
     """
     fields = dict(SIGNIN_TARGETS)
     if by not in fields:
-        raise BadInput("Unlock a username or an address.", code="BAD_TARGET",
-                       fields={"by": "Either username or address."})  # fmt: skip
+        raise BadInput("Unlock a username or an address.", fields={"by": "Either one."})
     value = (value or "").strip()
     if not value:
-        raise BadInput("Say which one to unlock.", code="BAD_TARGET",
-                       fields={"value": "Required."})  # fmt: skip
+        raise BadInput("Say which one to unlock.", fields={"value": "Required."})
     if by == "address":
         try:
             validate_ipv46_address(value)
         except ValidationError:
-            raise BadInput("Not an IP address.", code="BAD_TARGET",
-                           fields={"value": "An IPv4 or IPv6 address."}) from None  # fmt: skip
+            raise BadInput(
+                "Not an IP address.", fields={"value": "An IPv4 or IPv6 address."}
+            ) from None
     if len(reason) > REASON_MAX:
-        raise BadInput("The reason is too long.", code="BAD_REASON",
-                       fields={"reason": f"At most {REASON_MAX} characters."})  # fmt: skip
+        raise BadInput(
+            "The reason is too long.", fields={"reason": f"At most {REASON_MAX} characters."}
+        )
     with transaction.atomic():
         # Locks the rows, so a failure racing the unlock is either forgotten with them or
         # counted after; the audit row states what was forgotten.

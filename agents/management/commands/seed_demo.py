@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 from pathlib import Path
 
@@ -56,7 +57,11 @@ class Command(BaseCommand):
 
             out = StringIO()
             call_command("create_agent", "demo-agent", namespace="demo", stdout=out)
-            path.write_text(out.getvalue().strip().splitlines()[-1] + "\n")
+            # Readable by its owner only from the first byte (simulate reads it; `ps` never
+            # shows the token, and neither should a world-readable file).
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as token_file:
+                token_file.write(out.getvalue().strip().splitlines()[-1] + "\n")
             path.chmod(0o600)
         self.stdout.write(
             "demo data ready: sign in as admin/admin (or operator/operator); "

@@ -12,12 +12,14 @@ can say whether the guard stopped it for the expected reason.
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
@@ -89,13 +91,25 @@ class Warehouse:
 
 
 class PaymentsAPI:
-    """A payments provider whose pay endpoint times out: did the money move? Nobody knows."""
+    """A payments provider whose pay endpoint times out: did the money move? Nobody knows.
+
+    Once a human has looked into it (the run was reconciled and resumed), the provider answers.
+    """
+
+    def __init__(self, invoice: dict[str, str], *, answers: bool = False) -> None:
+        self.open_invoice = invoice
+        self.answers = answers
 
     def invoice(self, invoice: str) -> dict[str, Any]:
-        return {"id": invoice, "amount": "1250.00", "currency": "EUR", "status": "open"}
+        if invoice != self.open_invoice["id"]:
+            raise LookupError(f"payments API: no invoice {invoice}")
+        return {**self.open_invoice, "status": "open"}
 
     def pay(self, invoice: str, amount: str, currency: str) -> dict[str, Any]:
-        raise TimeoutError(f"payments API: no answer for {invoice} within 10 s (read timeout)")
+        if not self.answers:
+            raise TimeoutError(f"payments API: no answer for {invoice} within 10 s (read timeout)")
+        return {"payment_id": f"PAY-{invoice.removeprefix('INV-')}", "invoice": invoice,
+                "amount": amount, "currency": currency, "status": "paid"}  # fmt: skip
 
 
 # -- scenarios ---------------------------------------------------------------------------------
@@ -117,8 +131,9 @@ class Scenario:
     max_output_tokens: ClassVar[int] = 300
     max_rounds: ClassVar[int] = 15
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, *, resumed: bool = False) -> None:
         self.run_id = run_id
+        self.resumed = resumed  # an operator resumed this run's task: drive it on
         self.expect = set(self.expected)
         self.note = ""
 
@@ -126,6 +141,15 @@ class Scenario:
     def external_ref(self) -> str:
         """Names the scenario and the run on the task, so each demo pass is told apart."""
         return f"simulate:{self.name}:{self.run_id}"
+
+    @staticmethod
+    def from_external_ref(external_ref: str | None) -> Scenario | None:
+        """The run a task was created for, rebuilt as resumed (None if it is not the demo's)."""
+        prefix, _, rest = (external_ref or "").partition(":")
+        name, _, run_id = rest.partition(":")
+        if prefix != "simulate" or name not in SCENARIOS or not run_id:
+            return None
+        return SCENARIOS[name](run_id, resumed=True)
 
     def create(self, client: Client) -> dict[str, Any]:
         return client.create_task(self.goal, profile=self.profile, external_ref=self.external_ref)
@@ -150,8 +174,8 @@ class Pagination(Scenario):
     goal = "Export all invoices: read every page of the invoices API (3 pages)."
     expected = frozenset({("COMPLETED", "goal_met")})
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
+    def __init__(self, run_id: str, *, resumed: bool = False) -> None:
+        super().__init__(run_id, resumed=resumed)
         self.api = InvoiceAPI()
 
     def plan(self, history: History) -> Plan:
@@ -182,8 +206,8 @@ class RepeatedSearch(Scenario):
     expected = frozenset({("PARTIAL", "same_call")})
     QUERY = "loopwarden enterprise price"
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
+    def __init__(self, run_id: str, *, resumed: bool = False) -> None:
+        super().__init__(run_id, resumed=resumed)
         self.index = SearchIndex()
 
     def plan(self, history: History) -> Plan:
@@ -206,8 +230,8 @@ class ABCycle(Scenario):
     # demo profile "patient" allows more steps without progress so the cycle rule shows.
     profile = "patient"
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
+    def __init__(self, run_id: str, *, resumed: bool = False) -> None:
+        super().__init__(run_id, resumed=resumed)
         self.warehouse = Warehouse()
 
     def create(self, client: Client) -> dict[str, Any]:
@@ -233,23 +257,47 @@ class ABCycle(Scenario):
 
 class LostWrite(Scenario):
     name = "lost_write"
-    goal = "Pay invoice INV-42 (EUR 1250.00) exactly once."
+    goal = "Pay an invoice exactly once."  # each run names its own invoice, payee and amount
     expected = frozenset({("NEEDS_HUMAN", "unknown_commit")})
-    INVOICE = "INV-42"
+    PAYEES = (
+        "Acme Freight", "Northwind Traders", "Globex Logistics", "Initech Office Supply",
+        "Umbrella Catering", "Stark Components", "Wayne Facilities", "Hooli Cloud",
+    )  # fmt: skip
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(run_id)
-        self.payments = PaymentsAPI()
-        # One business action, one key; the run id keeps each demo pass a new payment.
-        self.operation_key = f"pay-{self.INVOICE}-{run_id}"
+    def __init__(self, run_id: str, *, resumed: bool = False) -> None:
+        super().__init__(run_id, resumed=resumed)
+        # Each run pays its own invoice: a queue of unknown writes must read as distinct
+        # payments, never as one payment tried again (that is what the product prevents).
+        # Derived from the run id, so a resumed run pays exactly what it set out to pay.
+        number = int(hashlib.sha256(run_id.encode()).hexdigest()[:12], 16)
+        self.invoice = f"INV-{run_id[:6].upper()}"
+        self.payee = self.PAYEES[number % len(self.PAYEES)]
+        self.amount = f"{(number // 8) % 980_000 / 100 + 150:.2f}"
+        self.goal = f"Pay {self.payee} invoice {self.invoice} (EUR {self.amount}) exactly once."
+        self.payments = PaymentsAPI(
+            {"id": self.invoice, "payee": self.payee, "amount": self.amount, "currency": "EUR"},
+            answers=resumed,
+        )
+        # One business action, one key.
+        self.operation_key = f"pay-{self.invoice}"
+        if resumed:
+            # Reconciled and resumed: the payment is reused (COMMITTED) or made (NOT_COMMITTED).
+            self.expect = {("COMPLETED", "goal_met")}
 
     def plan(self, history: History) -> Plan:
+        paid = _tool_results(history, "pay_invoice")
+        if paid:
+            # Only a REUSE gets here (an executed payment's evidence completes the task): the
+            # ledger's committed result is the proof the verifier needs.
+            evidence = {"revision": 2, "done": True, "milestone": "invoice_paid"}
+            return Plan(done=True, evidence=evidence, answer="paid", **self.tokens(history))
         loaded = _tool_results(history, "get_invoice")
-        if not loaded:
+        if not loaded and not self.resumed:
             return Plan(
-                tool_calls=[_call("get_invoice", invoice=self.INVOICE)], **self.tokens(history)
+                tool_calls=[_call("get_invoice", invoice=self.invoice)], **self.tokens(history)
             )
-        invoice = loaded[-1]
+        # A resumed run loaded the invoice in its first phase; the payment is what is left.
+        invoice = loaded[-1] if loaded else self.payments.invoice(self.invoice)
         pay = _call(
             "pay_invoice",
             invoice=invoice["id"],
@@ -300,6 +348,30 @@ SCENARIOS: dict[str, type[Scenario]] = {
 # -- the command -------------------------------------------------------------------------------
 
 
+def agent_token(option: str | None) -> str:
+    """The agent's token: `--token`, else LOOPWARDEN_TOKEN, else the file LOOPWARDEN_TOKEN_FILE.
+
+    `./dev run` names a file: a token on the command line is visible to anyone running `ps`.
+    """
+    if option:
+        return option
+    if os.environ.get("LOOPWARDEN_TOKEN"):
+        return os.environ["LOOPWARDEN_TOKEN"].strip()
+    path = os.environ.get("LOOPWARDEN_TOKEN_FILE")
+    if path:
+        try:
+            token = Path(path).read_text().strip()
+        except OSError as exc:
+            raise CommandError(f"LOOPWARDEN_TOKEN_FILE={path}: {exc.strerror}") from None
+        if token:
+            return token
+        raise CommandError(f"LOOPWARDEN_TOKEN_FILE={path} is empty")
+    raise CommandError(
+        "no agent token: set LOOPWARDEN_TOKEN_FILE to a file holding one (`manage.py "
+        "create_agent NAME | tail -n1 > FILE`), or LOOPWARDEN_TOKEN"
+    )
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     # One is enough: supervisors often send SIGTERM to the whole group, twice; let the cleanup
     # (stopping the task being driven) finish.
@@ -329,7 +401,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000/api/v1/", help="API base URL")
-        parser.add_argument("--token", required=True, help="an agent's API token")
+        parser.add_argument(
+            "--token",
+            default=None,
+            help="an agent's API token; better LOOPWARDEN_TOKEN_FILE (a file holding it) or "
+            "LOOPWARDEN_TOKEN, which `ps` does not show",
+        )
         parser.add_argument(
             "--scenario", default="all", choices=["all", *SCENARIOS], help="what to run"
         )
@@ -353,7 +430,8 @@ class Command(BaseCommand):
         self.current: tuple[str, str] | None = None  # (scenario, task id) being driven
         self.unexpected = 0
         self.finished = 0
-        client = Client(options["url"], options["token"], on_decision=self.print_decision)
+        token = agent_token(options["token"])
+        client = Client(options["url"], token, on_decision=self.print_decision)
         with client, _sigterm_as_interrupt():
             try:
                 self.wait_for_server(options["url"], options["wait"])
@@ -394,21 +472,46 @@ class Command(BaseCommand):
         for index, name in enumerate(names):
             if index or number > 1:
                 time.sleep(pause)
+            results.extend(self.drive_resumed(client))
             results.append(self.run_scenario(client, SCENARIOS[name](uuid.uuid4().hex[:8])))
         self.print_summary(number, results)
 
-    def run_scenario(self, client: Client, scenario: Scenario) -> tuple[Scenario, dict[str, Any]]:
-        try:
-            task = scenario.create(client)
-        except LoopwardenError as exc:
-            if exc.status in (401, 403):
-                raise CommandError(f"the server refused the token: {exc}") from exc
-            self.stdout.write(f"{scenario.name:<16} create   ERROR    {exc}")
-            self.unexpected += 1
-            return scenario, {"state": "-", "reason": exc.code}
+    def drive_resumed(self, client: Client) -> list[tuple[Scenario, dict[str, Any]]]:
+        """Drive on every demo task an operator resumed, so none sits RUNNING forever.
+
+        A task this agent created that is RUNNING in a later phase was stopped, then resumed
+        by an operator; its scenario and run are rebuilt from its external_ref.
+        """
+        results = []
+        for task in client.list_tasks(state="RUNNING"):
+            scenario = Scenario.from_external_ref(task.get("external_ref"))
+            if scenario is None or int(task.get("phase") or 1) < 2:
+                continue
+            results.append(self.run_scenario(client, scenario, task))
+        return results
+
+    def run_scenario(
+        self, client: Client, scenario: Scenario, task: dict[str, Any] | None = None
+    ) -> tuple[Scenario, dict[str, Any]]:
+        """Create the scenario's task and drive it, or drive on `task` (a resumed one)."""
+        if task is None:
+            try:
+                task = scenario.create(client)
+            except LoopwardenError as exc:
+                if exc.status in (401, 403):
+                    raise CommandError(f"the server refused the token: {exc}") from exc
+                self.stdout.write(f"{scenario.name:<16} create   ERROR    {exc}")
+                self.unexpected += 1
+                return scenario, {"state": "-", "reason": exc.code}
         self.current = (scenario.name, task["id"])
         profile = task.get("profile") or "default"
-        self.stdout.write(f"{scenario.name:<16} task     {task['id']} (profile {profile})")
+        if scenario.resumed:
+            self.stdout.write(
+                f"{scenario.name:<16} resumed  {task['id']} (phase {task.get('phase')}, "
+                f"profile {profile})"
+            )
+        else:
+            self.stdout.write(f"{scenario.name:<16} task     {task['id']} (profile {profile})")
         if scenario.note:
             self.stdout.write(f"{scenario.name:<16} note     {scenario.note}")
         task = run(

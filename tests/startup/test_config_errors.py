@@ -1,0 +1,165 @@
+"""Startup and configuration errors are one clear line on stderr, with the fix, and a non-zero
+exit: never a traceback. Each case runs `manage.py` (or `./dev run`) in a subprocess, as a user
+would, with a bad environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.live import ROOT, free_port
+
+
+@pytest.fixture
+def clean_env(tmp_path):
+    """The test run's environment without the settings a user would not have set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
+    for name in ("DATABASE_URL", "DEBUG", "PORT", "CELERY_BROKER_URL", "SECRET_KEY"):
+        env.pop(name, None)
+    env["LOOPWARDEN_DATA_DIR"] = str(tmp_path / "data")
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def manage(env: dict, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        env={**env, **extra}, cwd=tempfile.gettempdir(), capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+def one_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_a_malformed_database_url_is_one_line_with_the_fix(clean_env):
+    line = one_line(manage(clean_env, "migrate", DATABASE_URL="not-a-url"))
+
+    assert "DATABASE_URL" in line and "postgres://" in line
+
+
+def test_a_malformed_database_url_never_prints_its_password(clean_env):
+    line = one_line(manage(clean_env, "check", DATABASE_URL="postgres://u:s3cret@db:port/x"))
+
+    assert "s3cret" not in line and "DATABASE_URL" in line
+
+
+def test_a_database_url_without_a_database_name_is_one_line(clean_env):
+    line = one_line(manage(clean_env, "migrate", DATABASE_URL="postgres:///"))
+
+    assert "names no database" in line and "/dbname" in line
+
+
+def test_an_unsupported_database_engine_is_one_line(clean_env):
+    line = one_line(manage(clean_env, "check", DATABASE_URL="mysql://u@localhost/db"))
+
+    assert "DATABASE_URL" in line and "PostgreSQL" in line
+
+
+def test_a_bad_boolean_is_one_line(clean_env):
+    line = one_line(manage(clean_env, "check", DEBUG="maybe"))
+
+    assert "DEBUG" in line and "true/false" in line
+
+
+def test_an_unreachable_postgresql_is_one_line_with_the_fix(clean_env):
+    port = free_port()  # nothing listens there
+    url = f"postgres://loopwarden:s3cret@127.0.0.1:{port}/loopwarden"
+
+    line = one_line(manage(clean_env, "migrate", DATABASE_URL=url))
+
+    assert f"127.0.0.1:{port}" in line
+    assert "DATABASE_URL" in line
+    assert "s3cret" not in line  # the password is never printed
+
+
+def _postgres_answers() -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _postgres_answers(), reason="no PostgreSQL on 127.0.0.1:5432")
+def test_a_missing_postgresql_database_says_how_to_create_it(clean_env):
+    url = "postgres://postgres@127.0.0.1:5432/loopwarden_no_such_database"
+
+    line = one_line(manage(clean_env, "migrate", DATABASE_URL=url))
+
+    assert "createdb" in line and "loopwarden_no_such_database" in line
+
+
+def test_a_working_command_is_untouched(clean_env):
+    result = manage(clean_env, "check")
+
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+def dev_run(env: dict, **extra: str) -> subprocess.CompletedProcess:
+    venv = Path(sys.executable).parent.parent
+    return subprocess.run(
+        [str(ROOT / "dev"), "run"], env={**env, "LOOPWARDEN_VENV": str(venv), **extra},
+        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_dev_run_on_a_busy_port_says_so_before_any_banner(clean_env):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+
+        result = dev_run(clean_env, PORT=str(port))
+
+    line = one_line(result)
+    assert f"port {port}" in line and "PORT=" in line
+    assert "Loopwarden: http" not in result.stdout
+
+
+def test_dev_run_refuses_a_port_that_is_not_a_number(clean_env):
+    line = one_line(dev_run(clean_env, PORT="eighty"))
+
+    assert "PORT" in line
+
+
+def test_dev_run_with_an_unreachable_database_is_one_line(clean_env):
+    port = free_port()
+
+    result = dev_run(clean_env, PORT=str(free_port()),
+                     DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/loopwarden")  # fmt: skip
+
+    line = one_line(result)
+    assert "cannot connect to the database" in line and "Loopwarden: http" not in result.stdout
+
+
+def _python_without_django() -> str | None:
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if Path(candidate).exists():
+            probe = subprocess.run([candidate, "-c", "import django"], capture_output=True)
+            if probe.returncode != 0:
+                return candidate
+    return None
+
+
+@pytest.mark.skipif(_python_without_django() is None, reason="every python here has Django")
+def test_manage_py_outside_the_virtualenv_says_which_python_to_use(clean_env):
+    result = subprocess.run(
+        [_python_without_django(), str(ROOT / "manage.py"), "create_agent", "demo"],
+        env=clean_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    line = one_line(result)
+    assert ".venv/bin/python manage.py" in line
