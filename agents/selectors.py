@@ -35,6 +35,18 @@ def task_json(task: Task) -> dict:
     }
 
 
+def agent_json(agent: Agent) -> dict:
+    return {
+        "name": agent.name,
+        "namespace": agent.namespace,
+        "default_profile": agent.default_profile.name if agent.default_profile_id else None,
+        "allowed_profiles": sorted(agent.allowed_profiles.values_list("name", flat=True)),
+        "daily_cost_cap": str(agent.daily_cost_cap) if agent.daily_cost_cap is not None else None,
+        "paused": agent.paused,
+        "paused_reason": agent.paused_reason,
+    }
+
+
 def tasks_for(*, agent: Agent | None, state: str = "", agent_name: str = "") -> QuerySet[Task]:
     query = Task.objects.select_related("agent", "profile").order_by("-created_at")
     if agent is not None:

@@ -69,7 +69,7 @@ def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = Fal
     if needs_human:
         # A task needs a human when the guard said so, or when a write it claimed is UNKNOWN.
         query = query.filter(Q(state=g.NEEDS_HUMAN) | Q(operations__state=g.UNKNOWN)).distinct()
-    return query.defer("window", "blocked", "signatures", "seen_hashes", "report")
+    return query.defer("window", "blocked", "signatures", "report")
 
 
 # -- task detail -----------------------------------------------------------------------------

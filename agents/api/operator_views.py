@@ -15,7 +15,7 @@ from agents.api.permissions import require_perm
 from agents.api.views import ANY, _valid
 from agents.errors import BadInput, NotFound
 from agents.guard import types as g
-from agents.models import Event, LimitProfile
+from agents.models import Agent, Event, LimitProfile
 from agents.services import admin, operator
 from ledger import services as ledger_services
 from ledger.models import Operation
@@ -82,6 +82,30 @@ class AgentPause(APIView):
 
 class AgentUnpause(AgentPause):
     paused = False
+
+
+class AgentDetail(APIView):
+    """An agent as operators see it; admins change the profiles it may use."""
+
+    def _get(self, name) -> Agent:
+        try:
+            return Agent.objects.select_related("default_profile").get(name=name)
+        except Agent.DoesNotExist:
+            raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
+
+    @extend_schema(responses=ANY)
+    def get(self, request, name):
+        require_perm(request, "agents.view_agent")
+        return Response(selectors.agent_json(self._get(name)))
+
+    @extend_schema(request=s.AgentPatchIn, responses=ANY)
+    def patch(self, request, name):
+        require_perm(request, "agents.change_agent")
+        data = _valid(s.AgentPatchIn, request)
+        agent = admin.agent_set_allowed_profiles(
+            name=name, profiles=data["allowed_profiles"], user=request.user, reason=data["reason"]
+        )
+        return Response(selectors.agent_json(self._get(agent.name)))
 
 
 class ProfileSerializer(serializers.ModelSerializer):

@@ -32,9 +32,7 @@ def lose_the_response_and_reconcile(agent_api, operator_api, task_id):
     assert resumed.status_code == 200, resumed.body
 
 
-def test_a_write_retried_after_an_expired_claim_is_reused_once_committed(
-    agent_api, operator_api
-):
+def test_a_write_retried_after_an_expired_claim_is_reused_once_committed(agent_api, operator_api):
     task_id = agent_api.post("tasks", {"goal": "notify"}).body["id"]
     lose_the_response_and_reconcile(agent_api, operator_api, task_id)
     again = send_notice(agent_api, task_id)

@@ -50,7 +50,9 @@ def test_a_gate_without_an_estimate_reserves_the_models_default(agent_api):
 
 
 def test_a_gate_without_an_estimate_reserves_the_profiles_default(agent_api):
-    LimitProfile.objects.create(name="default", default_estimate_tokens=1200, max_tokens=2000)
+    LimitProfile.objects.update_or_create(
+        name="default", defaults={"default_estimate_tokens": 1200, "max_tokens": 2000}
+    )
     task = new_task(agent_api)
     assert gate(agent_api, task["id"])["decision"] == "ALLOW"
 

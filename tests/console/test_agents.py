@@ -140,6 +140,8 @@ def test_an_operator_cannot_grant_profiles(as_operator, agent):
     from agents.models import LimitProfile
 
     LimitProfile.objects.create(name="loose")
-    response = as_operator.post("/agents/agent-a/profiles/", {"profiles-agent-a-allowed": ["loose"]})
+    response = as_operator.post(
+        "/agents/agent-a/profiles/", {"profiles-agent-a-allowed": ["loose"]}
+    )
     assert response.status_code == 403
     assert not agent.allowed_profiles.exists()

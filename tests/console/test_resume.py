@@ -130,9 +130,7 @@ def test_the_form_shows_the_operators_grant_bound(as_operator, stopped_task):
     assert '<td class="num bound">20</td>' in page  # executions: the original limit
 
 
-def test_an_operators_grant_above_the_bound_is_refused_next_to_its_field(
-    as_operator, stopped_task
-):
+def test_an_operators_grant_above_the_bound_is_refused_next_to_its_field(as_operator, stopped_task):
     response = as_operator.post(
         f"/tasks/{stopped_task.pk}/resume/", {"reason": "more", "tool_executions": "21"}
     )
