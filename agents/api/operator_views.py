@@ -42,7 +42,10 @@ class OperationList(APIView):
                     fields={"state": "invalid"},
                 )
             query = query.filter(state=state)
-        return Response({"operations": [selectors.operation_json(o) for o in query[:500]]})
+        masks = selectors.redactor(operator=agent_of(request) is None)
+        return Response(
+            {"operations": [selectors.operation_json(o, masks=masks) for o in query[:500]]}
+        )
 
 
 class OperationDetail(APIView):
@@ -51,7 +54,8 @@ class OperationDetail(APIView):
         operation = visible_operations(request).filter(pk=operation_id).first()
         if operation is None:
             raise NotFound("No such operation.", code="OPERATION_NOT_FOUND")
-        return Response(selectors.operation_json(operation, with_history=True))
+        masks = selectors.redactor(operator=agent_of(request) is None)
+        return Response(selectors.operation_json(operation, with_history=True, masks=masks))
 
 
 class OperationReconcile(APIView):
@@ -63,7 +67,8 @@ class OperationReconcile(APIView):
             operation_id=operation_id, actor=operator.actor_name(request.user),
             user=request.user, **data,
         )  # fmt: skip
-        return Response(selectors.operation_json(operation, with_history=True))
+        masks = selectors.redactor(operator=True)
+        return Response(selectors.operation_json(operation, with_history=True, masks=masks))
 
 
 class AgentPause(APIView):

@@ -28,14 +28,15 @@ SECRET_ARGS = {
     "card": "4111 1111 1111 1111",
     "memo": "card 4111-1111-1111-1111 on file",
     "account_pin": "9999",
+    "customer_ref": "cr-10",
     "query": "march invoices",
 }
 LEAKS = ("pk-1", "ak-2", '"u"', "pw-3", "pw-4", "au-5", "ck-6", "se-7", "be-8",
-         "sk-live-abcdefghijklmnop1234", "eyJhbGciOi", "4111", "9999")  # fmt: skip
+         "sk-live-abcdefghijklmnop1234", "eyJhbGciOi", "4111", "9999", "cr-10")  # fmt: skip
 
 
 def test_the_operator_api_masks_secrets_in_trace_and_ledger(agent_api, operator_api):
-    ToolPolicy.objects.create(tool="charge", redact_fields=["Account-PIN"])
+    ToolPolicy.objects.create(tool="charge", redact_fields=["Customer-Ref"])
     task = new_task(agent_api)
     execute(
         agent_api, task["id"], "charge", SECRET_ARGS, "write", operation_key="charge-1",

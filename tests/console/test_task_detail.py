@@ -153,15 +153,15 @@ def test_the_timeline_masks_secrets_by_one_policy(as_operator, agent):
     from agents.models import ToolPolicy
     from agents.services import runner, tasks
 
-    ToolPolicy.objects.create(tool="login", redact_fields=["account.pin"])
+    ToolPolicy.objects.create(tool="login", redact_fields=["account.number"])
     task = tasks.task_create(agent=agent, goal="log in")
-    args = {"Private_Key": "pk-1", "X-Session": "se-2", "AccountPin": "pin-3",
+    args = {"Private_Key": "pk-1", "X-Session": "se-2", "AccountNumber": "an-3",
             "note": "Bearer abcdefghijklmnopqrstuvwxyz", "user": "ann"}  # fmt: skip
     runner.tool_call_request(task_id=task.pk, agent=agent, tool="login", args=args,
                              effect="read")  # fmt: skip
 
     page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
 
-    for leak in ("pk-1", "se-2", "pin-3", "abcdefghijklmnop"):
+    for leak in ("pk-1", "se-2", "an-3", "abcdefghijklmnop"):
         assert leak not in page, leak
     assert "ann" in page
