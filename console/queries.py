@@ -138,7 +138,8 @@ def agents_overview() -> list[Agent]:
         )
         .select_related("default_profile")
         .prefetch_related(
-            Prefetch("tokens", queryset=ApiToken.objects.order_by("revoked_at", "-created_at"))
+            Prefetch("tokens", queryset=ApiToken.objects.order_by("revoked_at", "-created_at")),
+            "allowed_profiles",
         )
     )
     days = {
