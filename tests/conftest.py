@@ -116,3 +116,12 @@ def outsider_api(make_user, client):
 def on_postgres():
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://...)")
+
+
+def allow_profiles(agent_name: str, *names: str) -> None:
+    """Grant an agent profiles besides its default, as an admin does (DESIGN.md section 6)."""
+    from agents.models import Agent, LimitProfile
+
+    Agent.objects.get(name=agent_name).allowed_profiles.add(
+        *LimitProfile.objects.filter(name__in=names)
+    )

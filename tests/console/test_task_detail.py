@@ -54,7 +54,7 @@ def test_the_timeline_marks_a_cycle(as_operator, agent, make_user):
     from agents.models import LimitProfile
     from agents.services import tasks
 
-    LimitProfile.objects.create(name="patient", max_stagnant=10)
+    agent.allowed_profiles.add(LimitProfile.objects.create(name="patient", max_stagnant=10))
     task = tasks.task_create(agent=agent, goal="stock", profile="patient")
     for tool in ("check_stock", "check_supplier", "check_stock", "check_supplier"):
         tool_step(agent, task.pk, tool, {"sku": "SKU-7"})
