@@ -58,18 +58,9 @@ def task_create(
     cannot slip past `max_tasks_per_trigger` together. Past it: 429 TRIGGER_LOOP. A paused
     agent creates nothing: 409 AGENT_PAUSED, checked under the same lock, so a task created
     while an admin pauses the agent is either refused or stopped by its first call.
-    A profile the agent is not allowed answers 403 PROFILE_NOT_ALLOWED.
+    A profile the agent is not allowed answers 403 PROFILE_NOT_ALLOWED; it is resolved under
+    the agent lock too, which an admin's grant change also takes.
     """
-    chosen = resolve_profile(agent, profile)
-    base = chosen.limits() if chosen else g.Limits()
-    try:
-        task_limits = core.tighten_limits(base, limits or {})
-    except g.LimitError as exc:
-        raise BadInput(
-            "Limits may only be tightened.",
-            code="BAD_LIMITS",
-            fields={f"limits.{k}": v for k, v in exc.fields.items()},
-        ) from None
     now = timezone.now()
     refused: TriggerLoop | None = None
     with transaction.atomic():
@@ -79,6 +70,16 @@ def task_create(
                 "This agent is paused; it may not create tasks until an operator unpauses it.",
                 code="AGENT_PAUSED",
             )
+        chosen = resolve_profile(locked or agent, profile)
+        base = chosen.limits() if chosen else g.Limits()
+        try:
+            task_limits = core.tighten_limits(base, limits or {})
+        except g.LimitError as exc:
+            raise BadInput(
+                "Limits may only be tightened.",
+                code="BAD_LIMITS",
+                fields={f"limits.{k}": v for k, v in exc.fields.items()},
+            ) from None
         if trigger_key:
             per_trigger = chosen.max_tasks_per_trigger if chosen else 5
             window = chosen.trigger_window_seconds if chosen else 3600
