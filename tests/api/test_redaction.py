@@ -68,3 +68,56 @@ def test_stored_data_stays_intact_for_reuse(agent_api, operator_api):
 
     assert answer["decision"] == "REUSE"
     assert answer["result"] == result
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("private_key", True), ("Private-Key", True), ("privateKey", True), ("PRIVATE.KEY", True),
+        ("access_key", True), ("AccessKey", True), ("credentials", True), ("passwd", True),
+        ("pwd", True), ("auth", True), ("X-Auth-Token", True), ("cookie", True),
+        ("Set-Cookie", True), ("session", True), ("sessionId", True), ("bearer", True),
+        ("api_key", True), ("client_secret", True), ("pin", True), ("card_number", True),
+        ("author", False), ("max_tokens", False), ("query", False), ("session_count", True),
+        ("page", False), ("keyword", False),
+    ],
+)  # fmt: skip
+def test_the_policy_matches_key_names_whatever_their_case_and_separators(key, secret):
+    from agents.redaction import DEFAULT
+
+    assert DEFAULT.secret_key(key) is secret
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("key sk-live-abcdefghijklmnop1234", "key "),
+        ("Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer "),
+        ("jwt eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl", "jwt "),
+        ("card 4111 1111 1111 1111 please", "card "),
+        ("aws AKIAABCDEFGHIJKLMNOP", "aws "),
+    ],
+)
+def test_the_policy_masks_secret_shaped_values(text, kept):
+    from agents.redaction import DEFAULT, MASK
+
+    masked = DEFAULT.mask_text(text)
+    assert masked.startswith(kept) and MASK in masked
+
+
+def test_the_policy_keeps_ordinary_numbers_and_text():
+    from agents.redaction import redact
+
+    value = {"order": 1234567890123, "phone": "+1 555 0100", "invoice": "INV-42", "n": 4}
+    assert redact(value) == value
+    assert redact({"card": 4111111111111111}) == {"card": "•••"}
+    assert redact({"memo": 4111111111111111}) == {"memo": "•••"}  # a Luhn-valid 16 digits
+
+
+def test_a_tools_extra_fields_are_matched_like_the_built_in_names():
+    from agents.redaction import redact
+
+    assert redact({"customerRef": "c-1", "other": "o"}, ["customer_ref"]) == {
+        "customerRef": "•••",
+        "other": "o",
+    }
