@@ -27,16 +27,27 @@ class ToolPolicyForm(forms.ModelForm):
 
     class Meta:
         model = ToolPolicy
-        fields = ["tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url"]
+        fields = [
+            "tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url", "redact_fields",
+        ]  # fmt: skip
         help_texts = {
             "ignore_fields": "A JSON list of argument paths the fingerprint leaves out, e.g. "
             '["request_id", "options.trace"].',
+            "redact_fields": "A JSON list of key names shown as ••• in this tool's args and "
+            'results in the console and the operator API, e.g. ["customer_ref"]; case and '
+            "separators are ignored. Stored data is not changed.",
         }
 
     def clean_ignore_fields(self):
         value = self.cleaned_data["ignore_fields"] or []
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise forms.ValidationError("Give a JSON list of field names.")
+        return value
+
+    def clean_redact_fields(self):
+        value = self.cleaned_data["redact_fields"] or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise forms.ValidationError("Give a JSON list of key names.")
         return value
 
     def clean_near_duplicate_threshold(self):
@@ -55,7 +66,7 @@ class ToolPolicyAdmin(admin.ModelAdmin):
 
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
-    list_display = ["model", "input_per_million", "output_per_million"]
+    list_display = ["model", "input_per_million", "output_per_million", "default_estimate_tokens"]
     search_fields = ["model"]
 
 

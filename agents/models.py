@@ -49,6 +49,12 @@ class LimitProfile(models.Model):
     )
     near_duplicate_threshold = models.FloatField(null=True, blank=True)
     lease_seconds = models.PositiveIntegerField(default=120, validators=[MinValueValidator(1)])
+    default_estimate_tokens = models.PositiveIntegerField(
+        default=4000,
+        validators=[MinValueValidator(1)],
+        help_text="Tokens a model-call gate reserves when it carries no estimate and the "
+        "model's price row has no default.",
+    )
     max_tasks_per_trigger = models.PositiveIntegerField(default=5)
     trigger_window_seconds = models.PositiveIntegerField(default=3600)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -83,6 +89,11 @@ class Agent(models.Model):
         LimitProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     daily_cost_cap = models.DecimalField(null=True, blank=True, **MONEY)
+    # Profiles an admin granted the agent besides its default: any other one answers 403
+    # PROFILE_NOT_ALLOWED at task creation, so an agent cannot loosen its own guard.
+    allowed_profiles = models.ManyToManyField(
+        LimitProfile, blank=True, related_name="granted_agents"
+    )
     paused = models.BooleanField(default=False)
     paused_reason = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -174,6 +185,9 @@ class Task(models.Model):
     reason = models.CharField(max_length=32, choices=REASON_CHOICES, blank=True)
     phase = models.PositiveIntegerField(default=1)
     limits = models.JSONField()
+    # The limits the task was created with: a non-admin operator's resume grant is bounded
+    # by them (agents.guard.lifecycle.grant_bound).
+    initial_limits = models.JSONField(default=dict)
     deadline_at = models.DateTimeField()
     # usage counters: never reset, not even by a resume
     model_calls = models.PositiveIntegerField(default=0)
@@ -182,6 +196,7 @@ class Task(models.Model):
     retries = models.PositiveIntegerField(default=0)
     polls = models.PositiveIntegerField(default=0)
     tokens_used = models.PositiveBigIntegerField(default=0)
+    tokens_reserved = models.PositiveBigIntegerField(default=0)
     cost_spent = models.DecimalField(default=Decimal("0"), **MONEY)
     cost_reserved = models.DecimalField(default=Decimal("0"), **MONEY)
     # progress and detection
@@ -191,7 +206,6 @@ class Task(models.Model):
     blocked = models.JSONField(default=list)
     pending = models.JSONField(default=list)  # fingerprints executed, result not reported yet
     signatures = models.JSONField(default=list)
-    seen_hashes = models.JSONField(default=list)
     milestones = models.JSONField(default=list)
     report = models.JSONField(null=True, blank=True)
     trace_seq = models.PositiveIntegerField(default=0)  # orders model and tool calls together
@@ -235,6 +249,23 @@ class Task(models.Model):
         return g.REASON_CODES.get(self.reason) if self.reason else None
 
 
+class SeenHash(models.Model):
+    """A data hash a task has seen (novelty progress mode), one row per task and hash.
+
+    Kept out of the task row so a decision looks up one hash by index instead of reading and
+    rewriting every hash the task ever saw.
+    """
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="seen_hash_rows")
+    hash = models.CharField(max_length=128)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "hash"], name="seen_hash_unique_per_task")
+        ]
+
+
 class Phase(models.Model):
     """An execution stage. Phase 1 starts at creation, each authorized resume starts the next."""
 
@@ -271,6 +302,7 @@ class ModelCall(models.Model):
     est_prompt_tokens = models.PositiveIntegerField(default=0)
     max_output_tokens = models.PositiveIntegerField(default=0)
     reserved_cost = models.DecimalField(default=Decimal("0"), **MONEY)
+    reserved_tokens = models.PositiveBigIntegerField(default=0)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost = models.DecimalField(null=True, blank=True, **MONEY)
@@ -330,6 +362,8 @@ class ToolCall(models.Model):
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     reported_at = models.DateTimeField(null=True, blank=True)
+    # Set when the execution's claim expired or was reconciled: it left the task's pending set.
+    released_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["task", "seq"]
@@ -364,10 +398,17 @@ class Event(models.Model):
 
 
 class ToolPolicy(models.Model):
-    """Per-tool settings: fields ignored by the fingerprint, near-duplicate, reconciler URL."""
+    """Per-tool settings: fields ignored by the fingerprint, near-duplicate, reconciler URL,
+    and fields masked wherever an operator reads this tool's args or results."""
 
     tool = models.CharField(max_length=200, unique=True)
     ignore_fields = models.JSONField(default=list, blank=True)
+    redact_fields = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Key names masked in this tool's args and results in the console and the "
+        "operator API (case and separators ignored), on top of the built-in policy.",
+    )
     near_duplicate_threshold = models.FloatField(null=True, blank=True)
     reconcile_url = models.URLField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -389,6 +430,13 @@ class ModelPrice(models.Model):
     model = models.CharField(max_length=100, unique=True)
     input_per_million = models.DecimalField(default=Decimal("0"), **MONEY)
     output_per_million = models.DecimalField(default=Decimal("0"), **MONEY)
+    default_estimate_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Tokens a gate for this model reserves when it carries no estimate; "
+        "empty: the task profile's default.",
+    )
 
     class Meta:
         ordering = ["model"]

@@ -11,9 +11,60 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
 from agents.guard import core
-from agents.models import Agent, Event, ModelCall, Task, ToolCall
+from agents.models import Agent, Event, ModelCall, Task, ToolCall, ToolPolicy
+from agents.redaction import DEFAULT, RedactionPolicy
 from agents.services.snapshot import to_state
 from ledger.models import Operation
+
+
+class Redactor:
+    """The redaction policy (agents.redaction) with each tool's extra fields from its tool
+    policy, read once per tool per response. What operators read goes through it; agents
+    reading their own data and REUSE get the stored values."""
+
+    def __init__(self) -> None:
+        self._policies: dict[str, RedactionPolicy] = {}
+
+    def policy(self, tool: str = "") -> RedactionPolicy:
+        if not tool:
+            return DEFAULT
+        if tool not in self._policies:
+            fields = (
+                ToolPolicy.objects.filter(tool=tool).values_list("redact_fields", flat=True).first()
+            )
+            if isinstance(fields, str):
+                fields = [fields]
+            valid = [f for f in fields or [] if isinstance(f, str)]
+            self._policies[tool] = RedactionPolicy(valid) if valid else DEFAULT
+        return self._policies[tool]
+
+    def apply(self, value, tool: str = ""):
+        return self.policy(tool).apply(value)
+
+    def tool_calls(self, calls):
+        """A model call's requested tool calls, each masked by its own tool's policy."""
+        if not isinstance(calls, list):
+            return self.apply(calls)
+        return [
+            {**c, "args": self.apply(c.get("args"), str(c.get("name", "")))}
+            if isinstance(c, dict)
+            else self.apply(c)
+            for c in calls
+        ]
+
+
+class _Verbatim(Redactor):
+    """For an agent's own reads: nothing masked."""
+
+    def apply(self, value, tool: str = ""):
+        return value
+
+    def tool_calls(self, calls):
+        return calls
+
+
+def redactor(*, operator: bool) -> Redactor:
+    return Redactor() if operator else _Verbatim()
 
 
 def task_json(task: Task) -> dict:
@@ -41,6 +92,18 @@ def task_json(task: Task) -> dict:
     }
 
 
+def agent_json(agent: Agent) -> dict:
+    return {
+        "name": agent.name,
+        "namespace": agent.namespace,
+        "default_profile": agent.default_profile.name if agent.default_profile_id else None,
+        "allowed_profiles": sorted(agent.allowed_profiles.values_list("name", flat=True)),
+        "daily_cost_cap": str(agent.daily_cost_cap) if agent.daily_cost_cap is not None else None,
+        "paused": agent.paused,
+        "paused_reason": agent.paused_reason,
+    }
+
+
 def tasks_for(*, agent: Agent | None, state: str = "", agent_name: str = "") -> QuerySet[Task]:
     query = Task.objects.select_related("agent", "profile").order_by("-created_at")
     if agent is not None:
@@ -52,22 +115,25 @@ def tasks_for(*, agent: Agent | None, state: str = "", agent_name: str = "") -> 
     return query
 
 
-def model_call_json(call: ModelCall) -> dict:
+def model_call_json(call: ModelCall, masks: Redactor | None = None) -> dict:
+    masks = masks or _Verbatim()
     return {
         "type": "model_call", "id": call.pk, "seq": call.seq, "phase": call.phase,
         "round": call.round, "model": call.model, "decision": call.decision,
         "reason": call.reason or None, "reserved_cost": str(call.reserved_cost),
         "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
         "cost": str(call.cost) if call.cost is not None else None,
-        "tool_calls": call.tool_calls, "created_at": call.created_at.isoformat(),
+        "tool_calls": masks.tool_calls(call.tool_calls),
+        "created_at": call.created_at.isoformat(),
         "settled_at": call.settled_at.isoformat() if call.settled_at else None,
     }  # fmt: skip
 
 
-def tool_call_json(call: ToolCall) -> dict:
+def tool_call_json(call: ToolCall, masks: Redactor | None = None) -> dict:
+    masks = masks or _Verbatim()
     return {
         "type": "tool_call", "id": call.pk, "seq": call.seq, "phase": call.phase,
-        "tool": call.tool, "args": call.args, "effect": call.effect,
+        "tool": call.tool, "args": masks.apply(call.args, call.tool), "effect": call.effect,
         "operation_key": call.operation_key or None, "job_id": call.job_id or None,
         "call_id": call.call_id or None, "model_call": call.model_call_id,
         "fingerprint": call.fingerprint, "decision": call.decision,
@@ -80,37 +146,42 @@ def tool_call_json(call: ToolCall) -> dict:
     }  # fmt: skip
 
 
-def event_json(event: Event) -> dict:
+def event_json(event: Event, masks: Redactor | None = None) -> dict:
+    masks = masks or _Verbatim()
     return {
         "type": "event", "id": event.pk, "kind": event.kind, "phase": event.phase,
         "actor": event.actor, "reason": event.reason, "code": event.code or None,
-        "detail": event.detail, "created_at": event.created_at.isoformat(),
+        "detail": masks.apply(event.detail), "created_at": event.created_at.isoformat(),
     }  # fmt: skip
 
 
-def trace_json(task: Task) -> dict:
-    calls = [model_call_json(c) for c in task.model_call_rows.all()] + [
-        tool_call_json(c) for c in task.tool_call_rows.all()
+def trace_json(task: Task, *, masks: Redactor | None = None) -> dict:
+    calls = [model_call_json(c, masks) for c in task.model_call_rows.all()] + [
+        tool_call_json(c, masks) for c in task.tool_call_rows.all()
     ]
     calls.sort(key=lambda row: row["seq"])
     return {
         "task": str(task.pk),
         "calls": calls,
-        "events": [event_json(e) for e in task.events.all()],
+        "events": [event_json(e, masks) for e in task.events.all()],
     }
 
 
-def operation_json(operation: Operation, *, with_history: bool = False) -> dict:
+def operation_json(
+    operation: Operation, *, with_history: bool = False, masks: Redactor | None = None
+) -> dict:
+    masks = masks or _Verbatim()
+    tool = operation.tool
     body = {
         "id": operation.pk,
         "namespace": operation.namespace,
         "key": operation.operation_key,
         "tool": operation.tool,
-        "args": operation.args,
+        "args": masks.apply(operation.args, tool),
         "fingerprint": operation.fingerprint,
         "state": operation.state,
         "task": str(operation.task_id),
-        "result": operation.result,
+        "result": masks.apply(operation.result, tool),
         "claimed_at": operation.claimed_at.isoformat(),
         "lease_expires_at": operation.lease_expires_at.isoformat()
         if operation.lease_expires_at
@@ -123,7 +194,8 @@ def operation_json(operation: Operation, *, with_history: bool = False) -> dict:
                 "verdict": r.verdict,
                 "previous_state": r.previous_state,
                 "note": r.note,
-                "result": r.result,
+                "result": masks.apply(r.result, tool),
+                "evidence": masks.apply(r.evidence, tool),
                 "actor": r.actor,
                 "automatic": r.automatic,
                 "created_at": r.created_at.isoformat(),

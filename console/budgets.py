@@ -77,7 +77,7 @@ def bars(task: Task, now: datetime | None = None) -> list[Bar]:
         count("tool_executions", "Tool executions", task.tool_executions, "max_tool_executions"),
         count("retries", "Retries", task.retries, "max_retries"),
         count("polls", "Polls", task.polls, "max_polls"),
-        count("tokens", "Tokens", task.tokens_used, "max_tokens"),
+        _tokens(task, int(limits.get("max_tokens") or 0)),
         Bar(
             "cost",
             "Cost",
@@ -89,6 +89,13 @@ def bars(task: Task, now: datetime | None = None) -> list[Bar]:
         Bar("seconds", "Time", _duration(elapsed), _duration(total), _ratio(elapsed, total)),
         count("stagnant", "Steps without progress", task.stagnant, "max_stagnant"),
     ]
+
+
+def _tokens(task: Task, limit: int) -> Bar:
+    """Like cost: open reservations count against the limit, as the gate counts them."""
+    used = task.tokens_used + task.tokens_reserved
+    note = f"{task.tokens_reserved:,} reserved" if task.tokens_reserved else ""
+    return Bar("tokens", "Tokens", f"{used:,}", f"{limit:,}", _ratio(used, limit), note)
 
 
 def busiest(task: Task) -> Bar:

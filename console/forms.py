@@ -152,6 +152,26 @@ class TokenForm(forms.Form):
     )
 
 
+class AllowedProfilesForm(forms.Form):
+    """The profiles an agent may name at task creation besides its default (admins)."""
+
+    allowed = forms.MultipleChoiceField(
+        required=False,
+        label="Profiles it may also use",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Its default is always allowed; any other profile answers 403.",
+    )
+    reason = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.TextInput(attrs={"placeholder": "Why (goes to the audit log)"}),
+    )
+
+    def __init__(self, *args, profiles: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["allowed"].choices = [(name, name) for name in profiles]
+
+
 class RevokeForm(forms.Form):
     reason = forms.CharField(required=False, max_length=2000)
 

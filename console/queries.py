@@ -69,7 +69,7 @@ def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = Fal
     if needs_human:
         # A task needs a human when the guard said so, or when a write it claimed is UNKNOWN.
         query = query.filter(Q(state=g.NEEDS_HUMAN) | Q(operations__state=g.UNKNOWN)).distinct()
-    return query.defer("window", "blocked", "signatures", "seen_hashes", "report")
+    return query.defer("window", "blocked", "signatures", "report")
 
 
 # -- task detail -----------------------------------------------------------------------------
@@ -138,7 +138,8 @@ def agents_overview() -> list[Agent]:
         )
         .select_related("default_profile")
         .prefetch_related(
-            Prefetch("tokens", queryset=ApiToken.objects.order_by("revoked_at", "-created_at"))
+            Prefetch("tokens", queryset=ApiToken.objects.order_by("revoked_at", "-created_at")),
+            "allowed_profiles",
         )
     )
     days = {

@@ -17,40 +17,39 @@ Marks, as the guard sees it:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
 
 from agents.models import ModelCall, Task, ToolCall
+from agents.redaction import DEFAULT, RedactionPolicy
+from agents.selectors import Redactor
 
 PAGE_SIZE = 50
-SECRET_KEY = re.compile(r"password|secret|token|api[_-]?key|authorization|card|ssn", re.I)
-MASK = "•••"
 MAX_STRING = 60
 MAX_ARGS_TEXT = 240
 MAX_CYCLE_SHOWN = 6
 
 
-def redact(value: Any, depth: int = 0) -> Any:
-    """Mask values whose key looks secret, shorten long strings, bound the depth."""
+def shorten(value: Any, depth: int = 0) -> Any:
+    """Shorten long strings and lists, bound the depth: what fits in a table cell."""
     if depth > 6:
         return "…"
     if isinstance(value, dict):
-        return {
-            str(k): MASK if SECRET_KEY.search(str(k)) else redact(v, depth + 1)
-            for k, v in value.items()
-        }
+        return {str(k): shorten(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        shown = [redact(v, depth + 1) for v in value[:20]]
+        shown = [shorten(v, depth + 1) for v in value[:20]]
         return shown + [f"… {len(value) - 20} more"] if len(value) > 20 else shown
     if isinstance(value, str) and len(value) > MAX_STRING:
         return value[: MAX_STRING - 1] + "…"
     return value
 
 
-def args_text(value: Any) -> str:
-    text = json.dumps(redact(value), ensure_ascii=False, separators=(", ", ": "), default=str)
+def args_text(value: Any, policy: RedactionPolicy = DEFAULT) -> str:
+    """Args or a result as one short line, masked by the redaction policy (agents.redaction)
+    first, so a secret is never half shown by the shortening."""
+    shown = shorten(policy.apply(value))
+    text = json.dumps(shown, ensure_ascii=False, separators=(", ", ": "), default=str)
     return text if len(text) <= MAX_ARGS_TEXT else text[: MAX_ARGS_TEXT - 1] + "…"
 
 
@@ -192,13 +191,15 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
     tool_marks, tags = _tool_marks(task)
     plan_marks = _plan_marks(task)
     rows: list[Row] = []
+    masks = Redactor()
     for call in ModelCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
         asks = ", ".join(c.get("name", "?") for c in (call.tool_calls or []) if isinstance(c, dict))
         rows.append(Row(call.seq, "model", call, Marks(same_plan=plan_marks.get(call.seq, 0)),
                         asks=asks))  # fmt: skip
     for call in ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
         rows.append(Row(call.seq, "tool", call, tool_marks.get(call.seq, Marks()),
-                        tags.get(call.fingerprint), args_text(call.args)))  # fmt: skip
+                        tags.get(call.fingerprint),
+                        args_text(call.args, masks.policy(call.tool))))  # fmt: skip
     rows.sort(key=lambda row: row.seq)
     return Timeline(
         rows=rows,

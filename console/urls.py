@@ -21,6 +21,7 @@ task_urls = [
 agent_urls = [
     path("pause/", views_admin.agent_pause, name="agent-pause"),
     path("unpause/", views_admin.agent_unpause, name="agent-unpause"),
+    path("profiles/", views_admin.agent_profiles, name="agent-profiles"),
     path("tokens/", views_admin.token_issue, name="token-issue"),
     path("tokens/<int:token_id>/revoke/", views_admin.token_revoke, name="token-revoke"),
 ]

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django_htmx.http import HttpResponseClientRefresh
 
 from agents.errors import DomainError
+from agents.guard import core
 from agents.guard import types as g
 from agents.guard.report import resume_condition
 from agents.models import Agent, Task
@@ -23,7 +24,7 @@ from agents.services import operator
 from agents.services.snapshot import to_state
 from console import access, budgets, queries
 from console.access import INVALID, console_view
-from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm
+from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm, money_text
 from console.timeline import timeline
 from console.words import GRANTS, state_words
 
@@ -92,7 +93,8 @@ def task_context(request, task: Task, **forms) -> dict:
         "state_words": state_words(task.state),
         "next_step": next_step(task, operations),
         "bars": bars,
-        "grant_rows": _grant_rows(task, bars),
+        "grant_rows": _grant_rows(task, bars, request.user),
+        "grant_unbounded": operator.may_exceed_grant_bound(request.user),
         "phases": list(task.phases.select_related("started_by")),
         "operations": operations,
         "unresolved": unresolved,
@@ -110,10 +112,19 @@ def task_context(request, task: Task, **forms) -> dict:
     }
 
 
-def _grant_rows(task: Task, bars: list[budgets.Bar]) -> list[dict]:
+def _grant_rows(task: Task, bars: list[budgets.Bar], user) -> list[dict]:
+    """One row per grant: usage, limit and, for a non-admin operator, the most one resume may
+    grant (the service's rule, `core.grant_bound`, shown rather than re-derived)."""
     by_key = {bar.key: bar for bar in bars}
+    unbounded = operator.may_exceed_grant_bound(user)
+    bound = {} if unbounded else core.grant_bound(operator.original_limits(task))
     return [
-        {"key": key, "label": label, "bar": by_key.get(key)}
+        {
+            "key": key,
+            "label": label,
+            "bar": by_key.get(key),
+            "bound": money_text(bound[key]) if key == "cost" and key in bound else bound.get(key),
+        }
         for key, label, _limit, _usage in GRANTS
     ]
 

@@ -8,12 +8,20 @@ from django.urls import reverse
 from django_htmx.http import trigger_client_event
 
 from agents.errors import DomainError, NotFound
-from agents.models import LimitProfile
+from agents.models import Agent, LimitProfile
 from agents.services import admin, operator
 from agents.services.admin import PROFILE_LIMIT_FIELDS
+from agents.services.tasks import DEFAULT_PROFILE
 from console import access, queries
 from console.access import INVALID, console_view
-from console.forms import PauseForm, ProfileForm, RevokeForm, TokenForm, limit_text
+from console.forms import (
+    AllowedProfilesForm,
+    PauseForm,
+    ProfileForm,
+    RevokeForm,
+    TokenForm,
+    limit_text,
+)
 
 # -- limit profiles --------------------------------------------------------------------------
 
@@ -100,6 +108,15 @@ def profile_edit(request, name):
 # -- agents ----------------------------------------------------------------------------------
 
 
+def _profiles_form(agent, data=None) -> AllowedProfilesForm:
+    default = agent.default_profile.name if agent.default_profile_id else DEFAULT_PROFILE
+    names = [n for n in LimitProfile.objects.values_list("name", flat=True) if n != default]
+    granted = [p.name for p in agent.allowed_profiles.all()]
+    return AllowedProfilesForm(
+        data, prefix=f"profiles-{agent.name}", profiles=names, initial={"allowed": granted}
+    )
+
+
 def _agent_card(request, name: str, **extra) -> dict:
     agent = queries.agent_overview(name)
     if agent is None:
@@ -108,6 +125,8 @@ def _agent_card(request, name: str, **extra) -> dict:
         "agent": agent,
         "pause_form": extra.pop("pause_form", None) or PauseForm(prefix=f"pause-{agent.name}"),
         "token_form": extra.pop("token_form", None) or TokenForm(prefix=f"token-{agent.name}"),
+        "profiles_form": extra.pop("profiles_form", None) or _profiles_form(agent),
+        "can_grant_profiles": request.user.has_perm(access.CHANGE_AGENT),
         "can_pause": request.user.has_perm(access.PAUSE_AGENT),
         "can_tokens": request.user.has_perm(access.MANAGE_TOKENS),
         **extra,
@@ -172,6 +191,30 @@ def agent_pause(request, name):
 @console_view(access.PAUSE_AGENT, methods=("POST",))
 def agent_unpause(request, name):
     return _set_paused(request, name, False)
+
+
+@console_view(access.CHANGE_AGENT, methods=("POST",))
+def agent_profiles(request, name):
+    """An admin sets the profiles the agent may use, through the service the API calls."""
+    agent = get_object_or_404(Agent, name=name)
+    form = _profiles_form(agent, request.POST)
+    if form.is_valid():
+        try:
+            admin.agent_set_allowed_profiles(
+                name=name,
+                profiles=form.cleaned_data["allowed"],
+                user=request.user,
+                reason=form.cleaned_data["reason"],
+            )
+        except NotFound:
+            raise Http404("No such agent.") from None
+        except DomainError as error:
+            access.field_errors(form, error)
+        else:
+            card = _agent_card(request, name)
+            return _card_answer(request, name, card, message=f"{name}: allowed profiles saved.")
+    card = _agent_card(request, name, profiles_form=form)
+    return _card_answer(request, name, card, status=INVALID)
 
 
 @console_view(access.MANAGE_TOKENS, methods=("POST",))

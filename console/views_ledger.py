@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
 from agents.errors import DomainError
+from agents.selectors import Redactor
 from agents.services.operator import actor_name
 from console import access, queries
 from console.access import INVALID, console_view
@@ -18,7 +19,7 @@ from ledger.models import Operation
 def _card(operation: Operation, form: ReconcileForm | None = None, **extra) -> dict:
     return {
         "op": operation,
-        "args": args_text(operation.args),
+        "args": args_text(operation.args, Redactor().policy(operation.tool)),
         "form": form or ReconcileForm(prefix=f"op{operation.pk}"),
         **extra,
     }

@@ -72,6 +72,7 @@ EVENT_WORDS = {
     "profile_created": "created a limit profile",
     "profile_changed": "changed a limit profile",
     "profile_deleted": "deleted a limit profile",
+    "agent_profiles_changed": "changed the profiles an agent may use",
     "token_issued": "issued an API token",
     "token_revoked": "revoked an API token",
     "signin_locked_out": "locked out of sign-in",
@@ -106,6 +107,7 @@ LIMIT_WORDS = {
     "progress_mode": "Progress counts",
     "near_duplicate_threshold": "Near-duplicate similarity (0–1, blank: off)",
     "lease_seconds": "Write lease (seconds)",
+    "default_estimate_tokens": "Tokens reserved by a gate without an estimate",
     "max_tasks_per_trigger": "Tasks per trigger",
     "trigger_window_seconds": "Trigger window (seconds)",
 }

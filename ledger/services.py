@@ -11,6 +11,7 @@ from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import types as g
 from agents.models import Event
 from agents.services.common import lock_task
+from agents.services.snapshot import apply_state, release_execution, to_state
 from ledger.models import Operation, Reconciliation
 
 VERDICTS = (g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN)
@@ -48,7 +49,7 @@ def operation_reconcile(
             # that insert waits for the task row lock; holding the operation meanwhile
             # deadlocked with a tool request that holds the task and waits for the operation.
             task_id = Operation.objects.values_list("task_id", flat=True).get(pk=operation_id)
-            lock_task(task_id)
+            task = lock_task(task_id)
             operation = Operation.objects.select_for_update().get(pk=operation_id)
         except (Operation.DoesNotExist, ValueError):
             raise NotFound("No such operation.", code="OPERATION_NOT_FOUND") from None
@@ -70,6 +71,12 @@ def operation_reconcile(
             operation.state = g.UNKNOWN
         operation.lease_expires_at = None
         operation.save()
+        # Whatever the verdict, the claiming execution is no longer in flight: it leaves its
+        # task's pending set, so it never counts again as a pending repeat.
+        state = to_state(task)
+        if release_execution(task, state, operation.tool_call, now):
+            apply_state(task, state)
+            task.save()
         Reconciliation.objects.create(
             operation=operation, verdict=verdict, previous_state=previous, note=note,
             result=result, evidence=evidence, actor=actor, actor_user=user, automatic=automatic,

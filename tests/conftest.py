@@ -127,3 +127,12 @@ def _fresh_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+def allow_profiles(agent_name: str, *names: str) -> None:
+    """Grant an agent profiles besides its default, as an admin does (DESIGN.md section 6)."""
+    from agents.models import Agent, LimitProfile
+
+    Agent.objects.get(name=agent_name).allowed_profiles.add(
+        *LimitProfile.objects.filter(name__in=names)
+    )

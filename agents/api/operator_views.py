@@ -15,7 +15,7 @@ from agents.api.permissions import require_perm
 from agents.api.views import ANY, _valid
 from agents.errors import BadInput, NotFound
 from agents.guard import types as g
-from agents.models import Event, LimitProfile
+from agents.models import Agent, Event, LimitProfile
 from agents.services import admin, operator
 from ledger import services as ledger_services
 from ledger.models import Operation
@@ -42,7 +42,10 @@ class OperationList(APIView):
                     fields={"state": "invalid"},
                 )
             query = query.filter(state=state)
-        return Response({"operations": [selectors.operation_json(o) for o in query[:500]]})
+        masks = selectors.redactor(operator=agent_of(request) is None)
+        return Response(
+            {"operations": [selectors.operation_json(o, masks=masks) for o in query[:500]]}
+        )
 
 
 class OperationDetail(APIView):
@@ -51,7 +54,8 @@ class OperationDetail(APIView):
         operation = visible_operations(request).filter(pk=operation_id).first()
         if operation is None:
             raise NotFound("No such operation.", code="OPERATION_NOT_FOUND")
-        return Response(selectors.operation_json(operation, with_history=True))
+        masks = selectors.redactor(operator=agent_of(request) is None)
+        return Response(selectors.operation_json(operation, with_history=True, masks=masks))
 
 
 class OperationReconcile(APIView):
@@ -63,7 +67,8 @@ class OperationReconcile(APIView):
             operation_id=operation_id, actor=operator.actor_name(request.user),
             user=request.user, **data,
         )  # fmt: skip
-        return Response(selectors.operation_json(operation, with_history=True))
+        masks = selectors.redactor(operator=True)
+        return Response(selectors.operation_json(operation, with_history=True, masks=masks))
 
 
 class AgentPause(APIView):
@@ -82,6 +87,30 @@ class AgentPause(APIView):
 
 class AgentUnpause(AgentPause):
     paused = False
+
+
+class AgentDetail(APIView):
+    """An agent as operators see it; admins change the profiles it may use."""
+
+    def _get(self, name) -> Agent:
+        try:
+            return Agent.objects.select_related("default_profile").get(name=name)
+        except Agent.DoesNotExist:
+            raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
+
+    @extend_schema(responses=ANY)
+    def get(self, request, name):
+        require_perm(request, "agents.view_agent")
+        return Response(selectors.agent_json(self._get(name)))
+
+    @extend_schema(request=s.AgentPatchIn, responses=ANY)
+    def patch(self, request, name):
+        require_perm(request, "agents.change_agent")
+        data = _valid(s.AgentPatchIn, request)
+        agent = admin.agent_set_allowed_profiles(
+            name=name, profiles=data["allowed_profiles"], user=request.user, reason=data["reason"]
+        )
+        return Response(selectors.agent_json(self._get(agent.name)))
 
 
 class ProfileSerializer(serializers.ModelSerializer):

@@ -125,3 +125,10 @@ class LimitsPatchIn(Strict):
         if not isinstance(reason, str):
             raise serializers.ValidationError({"reason": ["Must be a string."]})
         return {"reason": reason, "limits": {k: v for k, v in data.items() if k in names}}
+
+
+class AgentPatchIn(Strict):
+    """PATCH agents/{name} (admin): the profiles the agent may use besides its default."""
+
+    allowed_profiles = serializers.ListField(child=StrictStr(max_length=64), max_length=500)
+    reason = StrictStr(required=False, allow_blank=True, max_length=2000, default="")

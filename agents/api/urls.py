@@ -35,6 +35,7 @@ urlpatterns = [
         o.OperationReconcile.as_view(),
         name="api-reconcile",
     ),
+    path("agents/<str:name>", o.AgentDetail.as_view(), name="api-agent"),
     path("agents/<str:name>/pause", o.AgentPause.as_view(), name="api-agent-pause"),
     path("agents/<str:name>/unpause", o.AgentUnpause.as_view(), name="api-agent-unpause"),
     path("profiles", o.ProfileList.as_view(), name="api-profiles"),

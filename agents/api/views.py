@@ -80,7 +80,9 @@ class TaskDetail(APIView):
 class TaskTrace(APIView):
     @extend_schema(responses=ANY)
     def get(self, request, task_id):
-        return Response(selectors.trace_json(visible_task(request, task_id)))
+        task = visible_task(request, task_id)
+        masks = selectors.redactor(operator=agent_of(request) is None)
+        return Response(selectors.trace_json(task, masks=masks))
 
 
 class ModelCallGate(APIView):

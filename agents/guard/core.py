@@ -23,14 +23,17 @@ from .lifecycle import (
     STOP_REASONS,
     expire_deadline,
     finish,
+    grant_bound,
+    grant_excess,
     lease_expired,
+    release_pending,
     resume,
     stop,
 )
 from .limits import tighten_limits, validate_limits
-from .model import gate_model_call, settle_usage
+from .model import gate_model_call, model_estimate, settle_usage, token_cost
 from .report import build_report, reason_code, remaining, resume_condition, usage
-from .tool import WAIT_RETRY_MS, report_result, request_tool
+from .tool import WAIT_RETRY_MS, progress_hash, report_result, request_tool
 from .types import GuardError, LimitError
 
 __all__ = [
@@ -46,7 +49,12 @@ __all__ = [
     "fingerprint",
     "finish",
     "gate_model_call",
+    "grant_bound",
+    "grant_excess",
     "lease_expired",
+    "model_estimate",
+    "progress_hash",
+    "release_pending",
     "reason_code",
     "remaining",
     "report_result",
@@ -56,6 +64,7 @@ __all__ = [
     "settle_usage",
     "stop",
     "tighten_limits",
+    "token_cost",
     "usage",
     "validate_limits",
 ]

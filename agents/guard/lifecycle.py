@@ -20,6 +20,7 @@ from .types import (
     RUNNING,
     STOPPED,
     GuardError,
+    Limits,
     Outcome,
     TaskState,
 )
@@ -89,6 +90,41 @@ def lease_expired(task: TaskState, now: datetime) -> Outcome:
     if task.state != RUNNING:
         return already_stopped(task)
     return halt(task, NEEDS_HUMAN, "unknown_commit")
+
+
+def release_pending(task: TaskState, fingerprint: str) -> None:
+    """An execution whose claim expired or was reconciled leaves the pending set.
+
+    It is no longer in flight: whatever became of it, its result will not be awaited, and
+    counting it as a pending repeat forever would answer a later, committed request with
+    BLOCK instead of REUSE. Done on a stopped task too: it is bookkeeping, not a decision.
+    The service calls it once per execution (it marks the call released).
+    """
+    if fingerprint in task.pending:
+        task.pending.remove(fingerprint)
+
+
+def grant_bound(original: Limits) -> dict[str, int | Decimal]:
+    """The most a non-admin operator may grant per resume, per budget: the task's original
+    limit for that budget (what it was created with). Larger grants need an admin."""
+    return {key: getattr(original, limit_name) for key, limit_name in GRANT_LIMITS.items()}
+
+
+def grant_excess(grant: dict[str, Any], original: Limits) -> dict[str, str]:
+    """Each grant dimension above `grant_bound`, with a sentence for the operator."""
+    bound = grant_bound(original)
+    excess: dict[str, str] = {}
+    for key, value in grant.items():
+        if key not in bound or value is None:
+            continue
+        top = to_decimal(bound[key]) if key == "cost" else bound[key]
+        amount = to_decimal(value) if key == "cost" else value
+        if amount > top:
+            excess[key] = (
+                f"At most {top} per resume for an operator (the task's original limit); "
+                "an admin may grant more."
+            )
+    return excess
 
 
 def _parse_grant(grant: dict[str, Any] | None) -> dict[str, int | Decimal]:

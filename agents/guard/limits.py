@@ -32,6 +32,7 @@ INT_FIELDS: dict[str, int] = {
     "deadline_seconds": 1,
     "max_tokens": 1,
     "lease_seconds": 1,
+    "default_estimate_tokens": 1,
 }
 # Limit-profile fields that a task does not copy (task creation rate per trigger).
 PROFILE_INT_FIELDS: dict[str, int] = {
@@ -141,6 +142,9 @@ def _tighten_error(name: str, value: Any, base: Limits) -> str | None:
     if name == "max_cycle_period":
         # A longer period catches more cycles: stricter is higher, unlike every other count.
         return None if value >= current else f"May only be raised (profile detects {current})."
+    if name == "default_estimate_tokens":
+        # A larger reservation for a gate without an estimate is the stricter one.
+        return None if value >= current else f"May only be raised (profile reserves {current})."
     if name in INT_FIELDS:
         return None if value <= current else f"May only be lowered (profile allows {current})."
     if name == "max_cost":

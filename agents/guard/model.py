@@ -1,9 +1,9 @@
 """The model-call gate and the usage settlement (DESIGN.md section 4, "Model-call gate").
 
 The gate runs *before* the paid call, so every budget is checked against what the call could
-cost (the estimate is reserved), not against what it did cost. Settlement then replaces the
-reservation by the actual cost and is applied even on a stopped task: the money was spent,
-and hiding it would make the next phase's budget a lie.
+cost (the estimate is reserved, tokens and money alike), not against what it did cost.
+Settlement then replaces the reservation by the actual usage and is applied even on a stopped
+task: the money was spent, and hiding it would make the next phase's budget a lie.
 """
 
 from __future__ import annotations
@@ -27,17 +27,56 @@ from .types import (
 # same step. Fixed by DESIGN.md, not a limit.
 REPEATED_OUTPUT_RUN = 3
 
+MILLION = Decimal(1_000_000)
+COST_PLACES = Decimal("0.000001")
+
+
+def token_cost(
+    per_in: Decimal, per_out: Decimal, prompt_tokens: int, output_tokens: int
+) -> Decimal:
+    """Money for a number of tokens at prices per million tokens, to six places."""
+    amount = (to_decimal(per_in) * prompt_tokens + to_decimal(per_out) * output_tokens) / MILLION
+    return amount.quantize(COST_PLACES)
+
+
+def model_estimate(
+    *,
+    prompt_tokens: int,
+    output_tokens: int,
+    per_in: Decimal,
+    per_out: Decimal,
+    model_default: int | None,
+    profile_default: int,
+) -> tuple[int, Decimal]:
+    """(tokens, cost) a gate reserves. DESIGN.md section 4, check 5.
+
+    The caller's estimate when it gives one (prompt + output tokens above zero). Otherwise the
+    model's default from the price table, failing that the profile's default; since nobody
+    says how those tokens split between prompt and output, they are priced at the dearer of
+    the two rates, so a caller that sends no estimate can never reserve too little money.
+    A model call always reserves at least one token.
+    """
+    given = max(0, int(prompt_tokens)) + max(0, int(output_tokens))
+    if given > 0:
+        return given, token_cost(per_in, per_out, max(0, prompt_tokens), max(0, output_tokens))
+    tokens = max(1, model_default if model_default is not None else profile_default)
+    dearer = max(to_decimal(per_in), to_decimal(per_out))
+    return tokens, token_cost(dearer, Decimal(0), tokens, 0)
+
 
 def gate_model_call(
     task: TaskState, req: ModelCallRequest, agent: AgentView, now: datetime
 ) -> Outcome:
-    """Checks 1-8 of the model-call gate, in order; ALLOW counts the call and reserves cost."""
+    """Checks 1-8 of the model-call gate, in order; ALLOW counts the call and reserves tokens
+    and cost. A model call is never free of tokens: the token estimate counts as one at least.
+    """
     if (stopped := opening_checks(task, agent, now)) is not None:
         return stopped
     limits = task.limits
     if task.model_calls >= limits.max_model_calls:
         return halt(task, PARTIAL, "model_budget")
-    if task.tokens_used >= limits.max_tokens:
+    tokens = max(1, int(req.estimate_tokens))
+    if task.tokens_used + task.tokens_reserved + tokens > limits.max_tokens:
         return halt(task, PARTIAL, "token_budget")
     # A negative estimate would release other calls' reservations; the gate never trusts it.
     estimate = max(Decimal("0"), to_decimal(req.estimate_cost))
@@ -48,20 +87,22 @@ def gate_model_call(
     ):
         return halt(task, PARTIAL, "spend_cap")
     task.model_calls += 1
+    task.tokens_reserved += tokens
     task.cost_reserved += estimate
     return Outcome(decision=ALLOW)
 
 
 def settle_usage(task: TaskState, usage: UsageReport, now: datetime) -> Outcome:
-    """Replace the reservation by the actual cost, count tokens, then look for repeated output.
+    """Replace the reservation by the actual usage, then look for repeated output.
 
     Accounting happens first and unconditionally (a stop never hides spent money). The
-    reservation is released only down to zero: a usage report for a reservation that already
+    reservations are released only down to zero: a usage report for a reservation that already
     expired (and was charged as reserved) must not make the outstanding reservations negative.
     Repetition is only judged on a running task; a stopped one answers STOP unchanged otherwise.
     """
     task.cost_reserved = max(Decimal("0"), task.cost_reserved - to_decimal(usage.reserved_cost))
     task.cost_spent += to_decimal(usage.actual_cost)
+    task.tokens_reserved = max(0, task.tokens_reserved - max(0, int(usage.reserved_tokens)))
     task.tokens_used += max(0, int(usage.tokens))
     if task.terminal:
         return already_stopped(task)

@@ -44,8 +44,8 @@ def usage(task: TaskState) -> dict[str, Any]:
 def remaining(task: TaskState) -> dict[str, Any]:
     """What is left under the current limits, never negative.
 
-    Remaining cost also subtracts outstanding reservations: that money is promised to model
-    calls in progress and cannot be spent again.
+    Remaining tokens and cost also subtract outstanding reservations: they are promised to
+    model calls in progress and cannot be spent again.
     """
     limits = task.limits
     cost_left = to_decimal(limits.max_cost) - task.cost_spent - task.cost_reserved
@@ -53,7 +53,7 @@ def remaining(task: TaskState) -> dict[str, Any]:
         "model_calls": max(0, limits.max_model_calls - task.model_calls),
         "tool_requests": max(0, limits.max_tool_requests - task.tool_requests),
         "tool_executions": max(0, limits.max_tool_executions - task.tool_executions),
-        "tokens": max(0, limits.max_tokens - task.tokens_used),
+        "tokens": max(0, limits.max_tokens - task.tokens_used - task.tokens_reserved),
         "cost": _money(max(Decimal("0"), cost_left)),
     }
 

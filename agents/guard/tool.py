@@ -45,6 +45,7 @@ from .types import (
     WAIT,
     WRITE,
     AgentView,
+    Limits,
     OperationView,
     Outcome,
     TaskState,
@@ -184,6 +185,9 @@ def request_tool(
         if task.polls >= limits.max_polls:
             return halt(task, PARTIAL, "poll_budget", fingerprint=fp)
         task.polls += 1
+        # A model that plans the same poll every round is waiting, not looping: the
+        # repeated-output streak starts again (DESIGN.md section 4, check 8).
+        task.signatures.clear()
     else:
         count = _window_count(task, fp)
         if count >= limits.max_same_call:
@@ -265,19 +269,28 @@ def _ledger_change(
     return state, (result.data if state == OP_COMMITTED else None)
 
 
+def progress_hash(limits: Limits, result: ToolResult) -> str | None:
+    """The data hash step 5 would judge novelty by, or None when novelty does not decide.
+
+    None in evidence mode, when the result carries evidence (evidence always decides), for a
+    PENDING result (waiting is not progress) and when there is no data to hash. The service
+    asks this first, to load whether that one hash was seen before it calls `report_result`.
+    """
+    if limits.progress_mode != "novelty" or result.evidence is not None or result.kind == PENDING:
+        return None
+    if result.data_hash:
+        return result.data_hash
+    if result.data is not None:
+        return data_hash(result.data)
+    return None
+
+
 def _made_progress(task: TaskState, result: ToolResult, evidence: Evidence | None) -> bool:
     """Step 5's question. Evidence, when given, always decides; novelty is the fallback."""
     if evidence is not None:
         return evidence.revision > task.revision
-    if task.limits.progress_mode != "novelty":
-        return False
-    if result.data_hash:
-        seen = result.data_hash
-    elif result.data is not None:
-        seen = data_hash(result.data)
-    else:
-        return False
-    if seen in task.seen_hashes:
+    seen = progress_hash(task.limits, result)
+    if seen is None or seen in task.seen_hashes:
         return False
     task.seen_hashes.append(seen)
     return True
@@ -298,7 +311,7 @@ def report_result(
         return already_stopped(task, fingerprint=call.fingerprint, **ledger)
     is_write = call.effect == WRITE
     fp = call.fingerprint
-    if fp in task.pending:
+    if call.in_flight and fp in task.pending:
         task.pending.remove(fp)  # no longer in flight; step 5 puts it in the window
 
     # 1. No usable result.
@@ -339,6 +352,9 @@ def report_result(
             # The blocked markers belong to the window: after progress, a call that was
             # nudged before is a fresh call again and earns a fresh nudge.
             task.blocked.clear()
+            # Verified progress also restarts the repeated-output streak: the same plan
+            # after a step forward is the next step, not the model stuck.
+            task.signatures.clear()
         else:
             task.stagnant += 1
         task.window.append(WindowEntry(fingerprint=fp, tool=call.tool, args=call.args_text))

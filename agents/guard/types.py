@@ -112,6 +112,10 @@ class Limits:
     progress_mode: str = "evidence"  # "evidence" | "novelty"
     near_duplicate_threshold: float | None = None
     lease_seconds: int = 120
+    # Tokens a model-call gate reserves when it carries no estimate and the price table has no
+    # default for the model (DESIGN.md section 4, check 5). Not a budget: an agent may only
+    # raise it at creation, since a smaller reservation is a looser guard.
+    default_estimate_tokens: int = 4000
 
     # Fields an agent may only tighten at task creation: lower is tighter for all numbers.
     NUMERIC = (
@@ -174,6 +178,7 @@ class TaskState:
     retries: int = 0
     polls: int = 0
     tokens_used: int = 0
+    tokens_reserved: int = 0
     cost_spent: Decimal = Decimal("0")
     cost_reserved: Decimal = Decimal("0")
     revision: int = 0
@@ -182,7 +187,10 @@ class TaskState:
     blocked: list[str] = field(default_factory=list)  # fingerprints already answered BLOCK
     pending: list[str] = field(default_factory=list)  # executed, result not reported yet
     signatures: list[str] = field(default_factory=list)  # last action signatures, newest last
-    seen_hashes: list[str] = field(default_factory=list)  # data hashes, for novelty progress
+    # Data hashes seen by the task, for novelty progress. The service keeps them in a table of
+    # their own and loads only the one a result carries: whether *that* hash was seen is all
+    # the core asks, so a decision costs the same after ten hashes or ten thousand.
+    seen_hashes: list[str] = field(default_factory=list)
     milestones: list[str] = field(default_factory=list)
     report: dict[str, Any] | None = None
 
@@ -203,7 +211,11 @@ class AgentView:
 
 @dataclass
 class ModelCallRequest:
+    """What a gate would reserve; see `model.model_estimate` for how a missing estimate is
+    filled in before the gate sees it."""
+
     estimate_cost: Decimal = Decimal("0")
+    estimate_tokens: int = 0
 
 
 @dataclass
@@ -212,6 +224,7 @@ class UsageReport:
     actual_cost: Decimal
     tokens: int
     signature: str  # "" when the model asked for no tool call
+    reserved_tokens: int = 0  # the tokens the gate reserved for this model call
 
 
 @dataclass
@@ -249,6 +262,9 @@ class ToolCallView:
     fingerprint: str
     args_text: str = ""
     job_id: str | None = None
+    # False once the call's claim expired or was reconciled: it already left the pending set
+    # (see `lifecycle.release_pending`), so a late result must not remove another call's entry.
+    in_flight: bool = True
 
 
 @dataclass

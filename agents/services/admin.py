@@ -182,3 +182,36 @@ def token_revoke(
                     else f"user:{token.user.get_username()}"},
         )  # fmt: skip
     return token
+
+
+def agent_set_allowed_profiles(*, name: str, profiles: list[str], user, reason: str = "") -> Agent:
+    """Replace the profiles an admin granted the agent (its default is always allowed).
+
+    Locks the agent row, the one task creation locks too, so a creation sees the grant as it
+    was before or after the change, never half of it. Every name must be an existing profile;
+    an unknown one changes nothing. Writes the audit event in the same transaction.
+    """
+    wanted = list(dict.fromkeys(profiles))
+    with transaction.atomic():
+        try:
+            agent = Agent.objects.select_for_update().get(name=name)
+        except Agent.DoesNotExist:
+            raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
+        found = {p.name: p for p in LimitProfile.objects.filter(name__in=wanted)}
+        unknown = [n for n in wanted if n not in found]
+        if unknown:
+            raise BadInput(
+                f"No limit profile named {', '.join(repr(n) for n in unknown)}.",
+                code="UNKNOWN_PROFILE",
+                fields={"allowed_profiles": f"unknown: {', '.join(unknown)}"},
+            )
+        before = sorted(agent.allowed_profiles.values_list("name", flat=True))
+        agent.allowed_profiles.set(found.values())
+        after = sorted(found)
+        if before != after:
+            Event.objects.create(
+                agent=agent, kind="agent_profiles_changed", actor=actor_name(user),
+                actor_user=user, reason=reason,
+                detail={"before": before, "after": after},
+            )  # fmt: skip
+    return agent

@@ -10,10 +10,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import F
 
 from agents.errors import NotFound
+from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, AgentDay, ModelPrice, Task
-
-MILLION = Decimal(1_000_000)
 
 
 def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
@@ -39,9 +38,14 @@ def next_seq(task: Task) -> int:
     return task.trace_seq
 
 
-def price_of(model: str) -> tuple[Decimal, Decimal]:
+def price_row(model: str) -> ModelPrice | None:
+    """The model's price row, else the "*" row, else None (the model is free)."""
     rows = {row.model: row for row in ModelPrice.objects.filter(model__in=[model or "*", "*"])}
-    row = rows.get(model) or rows.get("*")
+    return rows.get(model) or rows.get("*")
+
+
+def price_of(model: str) -> tuple[Decimal, Decimal]:
+    row = price_row(model)
     if row is None:
         return Decimal(0), Decimal(0)
     return row.input_per_million, row.output_per_million
@@ -49,8 +53,22 @@ def price_of(model: str) -> tuple[Decimal, Decimal]:
 
 def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
     per_in, per_out = price_of(model)
-    return ((per_in * prompt_tokens + per_out * completion_tokens) / MILLION).quantize(
-        Decimal("0.000001")
+    return core.token_cost(per_in, per_out, prompt_tokens, completion_tokens)
+
+
+def model_estimate(
+    model: str, prompt_tokens: int, output_tokens: int, limits: g.Limits
+) -> tuple[int, Decimal]:
+    """(tokens, cost) a gate reserves: the caller's estimate, else the model's default in the
+    price table, else the task's profile default (the rule is `core.model_estimate`)."""
+    row = price_row(model)
+    return core.model_estimate(
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        per_in=row.input_per_million if row else Decimal(0),
+        per_out=row.output_per_million if row else Decimal(0),
+        model_default=row.default_estimate_tokens if row else None,
+        profile_default=limits.default_estimate_tokens,
     )
 
 

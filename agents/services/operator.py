@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.errors import BadInput, Conflict, NotFound
+from agents.errors import BadInput, Conflict, Forbidden, NotFound
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, Event, Phase, Task
@@ -108,6 +108,20 @@ def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
     return parsed
 
 
+# Who may grant beyond the bound: the permission that lets a user change a task's limits at
+# will (the admins group) would let them raise any limit anyway.
+UNBOUNDED_GRANT_PERM = "agents.change_task_limits"
+
+
+def may_exceed_grant_bound(user) -> bool:
+    return user is not None and user.has_perm(UNBOUNDED_GRANT_PERM)
+
+
+def original_limits(task: Task) -> g.Limits:
+    """The limits the task was created with (tasks from before they were kept: today's)."""
+    return g.Limits.from_dict(task.initial_limits or task.limits)
+
+
 def task_resume(
     *, task_id: uuid.UUID | str, user, reason: str, grant: dict[str, Any] | None = None
 ) -> Task:
@@ -115,7 +129,9 @@ def task_resume(
 
     Refused while an operation the task touched is UNKNOWN or IN_FLIGHT (reconcile first), or
     while the task is RUNNING or COMPLETED. Usage and the detection window stay; the grant
-    raises limits; `stagnant` starts again from 0.
+    raises limits; `stagnant` starts again from 0. A user who may not change limits (a
+    non-admin operator) may grant per resume, per budget, at most the task's original limit
+    (`core.grant_bound`); above it: 403 GRANT_ABOVE_BOUND, nothing changed.
     """
     if not (reason or "").strip():
         raise BadInput(
@@ -136,6 +152,15 @@ def task_resume(
                 code="OPERATIONS_UNRESOLVED",
                 fields={"operations": open_ops},
             )
+        if not may_exceed_grant_bound(user):
+            excess = core.grant_excess(parsed, original_limits(task))
+            if excess:
+                raise Forbidden(
+                    "An operator may grant at most the task's original limit per budget in "
+                    "one resume; ask an admin for more.",
+                    code="GRANT_ABOVE_BOUND",
+                    fields={f"grant.{k}": v for k, v in excess.items()},
+                )
         state = to_state(task)
         try:
             core.resume(state, parsed, now)

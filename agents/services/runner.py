@@ -17,17 +17,23 @@ from django.utils import timezone
 from agents.errors import Conflict, NotFound
 from agents.guard import core
 from agents.guard import types as g
-from agents.models import Agent, Event, ModelCall, Task, ToolCall, ToolPolicy
+from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
 from agents.services import hooks
 from agents.services.common import (
     agent_view,
     cost_of,
     lock_agent_day,
     lock_task,
+    model_estimate,
     move_day_money,
     next_seq,
 )
-from agents.services.snapshot import apply_state, close_phase_and_report, to_state
+from agents.services.snapshot import (
+    apply_state,
+    close_phase_and_report,
+    release_execution,
+    to_state,
+)
 from ledger.models import Operation
 
 
@@ -49,17 +55,23 @@ def model_call_gate(
 ) -> tuple[Task, ModelCall, g.Outcome]:
     """Ask before a paid model call. Locks the task row, then the agent's day row.
 
-    Keeps: model calls never exceed the limit; the estimate is reserved on the task and on the
-    agent's day before ALLOW is answered, so racing gates cannot overspend together.
+    Keeps: model calls never exceed the limit; the estimate (tokens and money) is reserved on
+    the task, and the money on the agent's day, before ALLOW is answered, so racing gates
+    cannot overspend together. A gate without an estimate reserves the model's default from
+    the price table, else the task's profile default.
     """
     now = timezone.now()
     with transaction.atomic():
         task = lock_task(task_id, agent=agent)
         state = to_state(task)
-        estimate = cost_of(model, est_prompt_tokens, max_output_tokens)
+        tokens, estimate = model_estimate(model, est_prompt_tokens, max_output_tokens, state.limits)
         day = lock_agent_day(agent.pk, now.date()) if not task.terminal else None
+        reserved_before = state.tokens_reserved
         outcome = core.gate_model_call(
-            state, g.ModelCallRequest(estimate_cost=estimate), agent_view(agent.pk, day), now
+            state,
+            g.ModelCallRequest(estimate_cost=estimate, estimate_tokens=tokens),
+            agent_view(agent.pk, day),
+            now,
         )
         allowed = outcome.decision == g.ALLOW
         call = ModelCall.objects.create(
@@ -73,6 +85,7 @@ def model_call_gate(
             est_prompt_tokens=est_prompt_tokens,
             max_output_tokens=max_output_tokens,
             reserved_cost=estimate if allowed else Decimal(0),
+            reserved_tokens=state.tokens_reserved - reserved_before if allowed else 0,
         )
         if allowed:
             # On the day the call row records: the usage report and the reservation sweep
@@ -106,6 +119,9 @@ def model_call_usage(
         # A reservation the sweep already charged as reserved is not charged twice.
         reserved = Decimal(0) if call.expired else call.reserved_cost
         charged = max(actual - call.reserved_cost, Decimal(0)) if call.expired else actual
+        tokens = prompt_tokens + completion_tokens
+        reserved_tokens = 0 if call.expired else call.reserved_tokens
+        charged_tokens = max(tokens - call.reserved_tokens, 0) if call.expired else tokens
         signature = core.action_signature(tool_calls)
         state = to_state(task)
         outcome = core.settle_usage(
@@ -113,8 +129,9 @@ def model_call_usage(
             g.UsageReport(
                 reserved_cost=reserved,
                 actual_cost=charged,
-                tokens=prompt_tokens + completion_tokens,
+                tokens=charged_tokens,
                 signature=signature,
+                reserved_tokens=reserved_tokens,
             ),
             now,
         )
@@ -246,6 +263,10 @@ def _tool_call_request_once(
             if outcome.operation_state == g.UNKNOWN and operation is not None:
                 operation.state = g.UNKNOWN
                 operation.save(update_fields=["state", "updated_at"])
+                if operation.task_id == task.pk:
+                    # Our own execution's claim expired: it is no longer pending. Another
+                    # task's is released by the lease sweep or the reconcile, under its lock.
+                    release_execution(task, state, operation.tool_call, now)
                 Event.objects.create(
                     task=task, agent=agent, operation=operation, kind="lease_expired",
                     phase=task.phase, actor="system:guard", code="GUARD_LEDGER",
@@ -334,12 +355,20 @@ def tool_call_result(
             raise Conflict(
                 "A result for this tool call was already reported.", code="RESULT_ALREADY_REPORTED"
             )
-        state = to_state(task)
+        limits = g.Limits.from_dict(task.limits)
+        novelty = core.progress_hash(limits, result) if not task.terminal else None
+        # Novelty asks only whether this one hash was seen: one indexed lookup, whatever the
+        # number of hashes the task has seen.
+        seen_before = bool(novelty) and SeenHash.objects.filter(task=task, hash=novelty).exists()
+        state = to_state(task, seen_hashes=[novelty] if seen_before else [])
         view = g.ToolCallView(
             tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,
             args_text=call.args_text, job_id=call.job_id or None,
+            in_flight=call.released_at is None,
         )  # fmt: skip
         outcome = core.report_result(state, view, result, now)
+        if novelty and not seen_before and novelty in state.seen_hashes:
+            SeenHash.objects.bulk_create([SeenHash(task=task, hash=novelty)], ignore_conflicts=True)
         if call.effect == g.WRITE and call.operation_id and outcome.operation_state:
             _settle_operation(task, call, outcome, now)
         call.result_kind = result.kind[:32]

@@ -6,16 +6,19 @@ from datetime import datetime
 
 from agents.guard import core
 from agents.guard import types as g
-from agents.models import Event, Phase, Task
+from agents.models import Event, Phase, Task, ToolCall
 from ledger.models import Operation
 
 SNAPSHOT_FIELDS = (
     "model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens_used",
-    "cost_spent", "cost_reserved", "revision", "stagnant", "milestones", "phase", "deadline_at",
+    "tokens_reserved", "cost_spent", "cost_reserved", "revision", "stagnant", "milestones",
+    "phase", "deadline_at",
 )  # fmt: skip
 
 
-def to_state(task: Task) -> g.TaskState:
+def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> g.TaskState:
+    """The core's view of the row. `seen_hashes` are the few seen data hashes a decision needs
+    (they live in their own table; see `runner.tool_call_result`)."""
     return g.TaskState(
         state=task.state,
         reason=task.reason or None,
@@ -24,7 +27,7 @@ def to_state(task: Task) -> g.TaskState:
         blocked=list(task.blocked),
         pending=list(task.pending),
         signatures=list(task.signatures),
-        seen_hashes=list(task.seen_hashes),
+        seen_hashes=list(seen_hashes or []),
         report=task.report,
         **{name: getattr(task, name) for name in SNAPSHOT_FIELDS},
     )
@@ -39,10 +42,29 @@ def apply_state(task: Task, state: g.TaskState) -> None:
     task.blocked = state.blocked
     task.pending = state.pending
     task.signatures = state.signatures
-    task.seen_hashes = state.seen_hashes
     task.report = state.report
     for name in SNAPSHOT_FIELDS:
         setattr(task, name, getattr(state, name))
+
+
+def release_execution(task: Task, state: g.TaskState, call: ToolCall | None, now: datetime) -> bool:
+    """The claim of an EXECUTE'd `call` expired or was reconciled: it leaves the pending set.
+
+    Once per call: the call row is marked released with a conditional update, so a sweep, a
+    reconcile and a racing request releasing the same call remove one pending entry between
+    them, and a late result (`ToolCallView.in_flight` false) removes none. Called under the
+    lock of the call's `task`, whose `state` the caller writes back. True when released now.
+    """
+    if call is None or call.decision != g.EXECUTE or call.task_id != task.pk:
+        return False
+    claimed = ToolCall.objects.filter(
+        pk=call.pk, task_id=task.pk, reported_at=None, released_at=None
+    ).update(released_at=now)
+    if claimed != 1:
+        return False
+    call.released_at = now
+    core.release_pending(state, call.fingerprint)
+    return True
 
 
 def operations_touched(task: Task):

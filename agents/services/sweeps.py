@@ -24,7 +24,12 @@ from agents.guard import types as g
 from agents.models import Event, ModelCall, Task
 from agents.services import hooks
 from agents.services.common import lock_task, move_day_money
-from agents.services.snapshot import close_phase_and_report, to_state
+from agents.services.snapshot import (
+    apply_state,
+    close_phase_and_report,
+    release_execution,
+    to_state,
+)
 from ledger.models import Operation
 
 BATCH = 500  # rows per sweep run; the next run takes the rest
@@ -89,11 +94,16 @@ def sweep_leases(*, now: datetime | None = None, batch: int = BATCH) -> SweepRes
                             "lease_expires_at": operation.lease_expires_at.isoformat()},
                 )  # fmt: skip
             state = to_state(task)
+            # The expired claim's execution is no longer in flight (DESIGN.md section 6).
+            released = release_execution(task, state, operation.tool_call, now)
             outcome = core.lease_expired(state, now)
             if outcome.stopped_now:
                 close_phase_and_report(task, state, now, actor="system:lease_sweep")
                 task.save()
                 result.stopped.append(str(task.pk))
+            elif released:
+                apply_state(task, state)
+                task.save()
         if claimed:
             result.claimed.append(operation_id)
         hooks.decision_logged(task, "lease_sweep", outcome, operation=operation)
@@ -136,9 +146,9 @@ def sweep_reservations(
     """Model-call reservations never settled are charged as reserved after a timeout.
 
     Per call: locks the task, then claims the call (`expired` false to true, still unsettled)
-    with a conditional update; only the claimer moves the money, on the task (reserved to
-    spent) and on the agent's day of the call. A usage report arriving later is charged only
-    what exceeds the reservation (see `runner.model_call_usage`).
+    with a conditional update; only the claimer moves the money and the tokens, on the task
+    (reserved to spent/used) and the money on the agent's day of the call. A usage report
+    arriving later is charged only what exceeds the reservation (see `runner.model_call_usage`).
     """
     now = now or timezone.now()
     timeout = timeout_seconds or settings.RESERVATION_TIMEOUT_SECONDS
@@ -166,13 +176,20 @@ def sweep_reservations(
             released = min(amount, task.cost_reserved)
             task.cost_reserved -= released
             task.cost_spent += amount
-            task.save(update_fields=["cost_reserved", "cost_spent", "updated_at"])
+            # Tokens expire like money: charged as reserved.
+            task.tokens_reserved -= min(call.reserved_tokens, task.tokens_reserved)
+            task.tokens_used += call.reserved_tokens
+            task.save(
+                update_fields=[
+                    "cost_reserved", "cost_spent", "tokens_reserved", "tokens_used", "updated_at"
+                ]
+            )  # fmt: skip
             move_day_money(task.agent_id, call.created_at.date(), reserved=-amount, spent=amount)
             Event.objects.create(
                 task=task, agent_id=task.agent_id, kind="reservation_expired", phase=call.phase,
                 actor="system:reservation_sweep",
                 detail={"model_call": call.pk, "seq": call.seq, "charged": str(amount),
-                        "timeout_seconds": timeout},
+                        "tokens": call.reserved_tokens, "timeout_seconds": timeout},
             )  # fmt: skip
         result.claimed.append(call_id)
     return result

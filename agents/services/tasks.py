@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.errors import BadInput, TriggerLoop
+from agents.errors import BadInput, Conflict, Forbidden, TriggerLoop
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, Event, LimitProfile, Phase, Task
@@ -16,19 +16,31 @@ from agents.models import Agent, Event, LimitProfile, Phase, Task
 DEFAULT_PROFILE = "default"
 
 
-def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
-    if name:
-        try:
-            return LimitProfile.objects.get(name=name)
-        except LimitProfile.DoesNotExist:
-            raise BadInput(
-                f"No limit profile named {name!r}.",
-                code="UNKNOWN_PROFILE",
-                fields={"profile": "unknown"},
-            ) from None
+def default_profile(agent: Agent) -> LimitProfile | None:
+    """The agent's own default profile, else the one named "default", else None (built-ins)."""
     if agent.default_profile_id:
         return agent.default_profile
     return LimitProfile.objects.filter(name=DEFAULT_PROFILE).first()
+
+
+def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
+    """The profile a new task copies: the agent's default, or one an admin granted it.
+
+    Any other name, whether or not such a profile exists, answers 403 PROFILE_NOT_ALLOWED:
+    an agent must not loosen its own guard by naming a looser profile, nor learn which
+    profiles exist by trying names.
+    """
+    default = default_profile(agent)
+    if not name or (default is not None and name == default.name):
+        return default
+    granted = agent.allowed_profiles.filter(name=name).first()
+    if granted is None:
+        raise Forbidden(
+            f"This agent may not use the profile {name!r}; an admin may grant it.",
+            code="PROFILE_NOT_ALLOWED",
+            fields={"profile": "not allowed for this agent"},
+        )
+    return granted
 
 
 def task_create(
@@ -43,22 +55,31 @@ def task_create(
     """Create a task in phase 1 with its profile's limits (tightened by `limits`).
 
     Locks the agent row while counting the trigger's recent tasks, so racing creations
-    cannot slip past `max_tasks_per_trigger` together. Past it: 429 TRIGGER_LOOP.
+    cannot slip past `max_tasks_per_trigger` together. Past it: 429 TRIGGER_LOOP. A paused
+    agent creates nothing: 409 AGENT_PAUSED, checked under the same lock, so a task created
+    while an admin pauses the agent is either refused or stopped by its first call.
+    A profile the agent is not allowed answers 403 PROFILE_NOT_ALLOWED; it is resolved under
+    the agent lock too, which an admin's grant change also takes.
     """
-    chosen = resolve_profile(agent, profile)
-    base = chosen.limits() if chosen else g.Limits()
-    try:
-        task_limits = core.tighten_limits(base, limits or {})
-    except g.LimitError as exc:
-        raise BadInput(
-            "Limits may only be tightened.",
-            code="BAD_LIMITS",
-            fields={f"limits.{k}": v for k, v in exc.fields.items()},
-        ) from None
     now = timezone.now()
     refused: TriggerLoop | None = None
     with transaction.atomic():
-        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        locked = Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        if locked is not None and locked.paused:
+            raise Conflict(
+                "This agent is paused; it may not create tasks until an operator unpauses it.",
+                code="AGENT_PAUSED",
+            )
+        chosen = resolve_profile(locked or agent, profile)
+        base = chosen.limits() if chosen else g.Limits()
+        try:
+            task_limits = core.tighten_limits(base, limits or {})
+        except g.LimitError as exc:
+            raise BadInput(
+                "Limits may only be tightened.",
+                code="BAD_LIMITS",
+                fields={f"limits.{k}": v for k, v in exc.fields.items()},
+            ) from None
         if trigger_key:
             per_trigger = chosen.max_tasks_per_trigger if chosen else 5
             window = chosen.trigger_window_seconds if chosen else 3600
@@ -86,6 +107,7 @@ def task_create(
                 external_ref=external_ref or "",
                 trigger_key=trigger_key or "",
                 limits=task_limits.to_dict(),
+                initial_limits=task_limits.to_dict(),
                 deadline_at=now + timedelta(seconds=task_limits.deadline_seconds),
             )
             Phase.objects.create(task=task, number=1, reason="created")

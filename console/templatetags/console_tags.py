@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.guard import types as g
+from agents.selectors import Redactor
 from console import words
 from console.forms import money_text
 from console.timeline import args_text
@@ -76,8 +77,9 @@ def who(actor: str) -> str:
 
 
 @register.filter
-def short_args(value) -> str:
-    return args_text(value)
+def short_args(value, tool: str = "") -> str:
+    """Args or a result on one line, masked by the redaction policy (with `tool`'s fields)."""
+    return args_text(value, Redactor().policy(tool or ""))
 
 
 @register.filter

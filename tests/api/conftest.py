@@ -10,9 +10,12 @@ from agents.models import LimitProfile, ModelPrice
 
 
 @pytest.fixture
-def patient_profile(db):
-    """Lets an agent take ten steps without verified progress, so loop rules fire first."""
-    return LimitProfile.objects.create(name="patient", max_stagnant=10)
+def patient_profile(db, agent):
+    """Lets an agent take ten steps without verified progress, so loop rules fire first;
+    granted to agent-a (an agent may only name profiles an admin granted it)."""
+    profile = LimitProfile.objects.create(name="patient", max_stagnant=10)
+    agent[1].allowed_profiles.add(profile)
+    return profile
 
 
 @pytest.fixture

@@ -31,7 +31,8 @@ def test_it_refuses_the_model_call_past_max_model_calls(agent_api):
 
 def test_it_refuses_the_model_call_once_the_tokens_are_used(agent_api):
     task = new_task(agent_api, limits={"max_tokens": 200})
-    allowed = gate(agent_api, task["id"])
+    # An estimate that fits: without one, the default reservation (4000) would not.
+    allowed = gate(agent_api, task["id"], est_prompt_tokens=100, max_output_tokens=50)
     assert settle(
         agent_api, task["id"], allowed["model_call"], prompt_tokens=150, completion_tokens=60
     ) == {"decision": "CONTINUE"}

@@ -39,8 +39,9 @@ def test_the_gate_reserves_by_the_price_table(agent_api):
 
     agent_api.post(
         f"tasks/{task['id']}/model-calls",
-        {"model": "gpt-x", "est_prompt_tokens": 1_000_000, "max_output_tokens": 100_000},
+        {"model": "gpt-x", "est_prompt_tokens": 100_000, "max_output_tokens": 10_000},
     )
 
     remaining = agent_api.get(f"tasks/{task['id']}").body["remaining"]
-    assert Decimal(remaining["cost"]) == Decimal("5.00") - Decimal("4.50")
+    assert Decimal(remaining["cost"]) == Decimal("5.00") - Decimal("0.45")
+    assert remaining["tokens"] == 200_000 - 110_000  # tokens are reserved too

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import allow_profiles
+
 from .helpers import (
     assert_stop_is_sticky,
     assert_stopped,
@@ -55,6 +57,7 @@ def test_it_counts_new_data_as_progress_in_novelty_mode(agent_api, db):
     from agents.models import LimitProfile
 
     LimitProfile.objects.create(name="novelty", progress_mode="novelty")
+    allow_profiles("agent-a", "novelty")
     task = new_task(agent_api, profile="novelty")
     for n in range(5):
         execute(

@@ -90,3 +90,15 @@ def test_it_lets_an_operator_resume_a_paused_task_once_the_agent_is_unpaused(
     assert resumed.status_code == 200
     assert (resumed.body["state"], resumed.body["phase"]) == ("RUNNING", 2)
     assert gate(agent_api, task["id"])["decision"] == "ALLOW"
+
+
+def test_it_refuses_to_create_a_task_for_a_paused_agent(agent_api, admin_api):
+    from agents.models import Task
+
+    admin_api.post("agents/agent-a/pause", {"reason": "burning money"})
+
+    response = agent_api.post("tasks", {"goal": "Close incident 42"})
+
+    assert response.status_code == 409, response.body
+    assert response.body["error"]["code"] == "AGENT_PAUSED"
+    assert Task.objects.count() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Event, LimitProfile
+from tests.conftest import allow_profiles
 
 from .helpers import new_task
 
@@ -20,6 +21,7 @@ def test_it_lets_an_admin_create_a_profile_that_tasks_copy(admin_api, agent_api)
     assert response.status_code == 201, response.body
     assert response.body["name"] == "tight"
     assert response.body["max_model_calls"] == 3
+    assert admin_api.patch("agents/agent-a", {"allowed_profiles": ["tight"]}).status_code == 200
     task = new_task(agent_api, profile="tight")
     assert task["profile"] == "tight"
     assert task["limits"]["max_model_calls"] == 3
@@ -30,6 +32,7 @@ def test_it_lets_an_admin_create_a_profile_that_tasks_copy(admin_api, agent_api)
 
 def test_it_lets_an_admin_read_change_and_delete_a_profile(admin_api, agent_api):
     LimitProfile.objects.create(name="tight", max_model_calls=3)
+    allow_profiles("agent-a", "tight")
     task = new_task(agent_api, profile="tight")
 
     assert admin_api.get("profiles/tight").body["max_model_calls"] == 3
@@ -74,6 +77,7 @@ def test_it_refuses_a_duplicate_profile_name(admin_api):
 
 def test_it_lets_an_agent_only_tighten_its_profile(agent_api):
     LimitProfile.objects.create(name="tight", max_model_calls=3)
+    allow_profiles("agent-a", "tight")
 
     looser = agent_api.post(
         "tasks", {"goal": "x", "profile": "tight", "limits": {"max_model_calls": 4}}
@@ -90,7 +94,9 @@ def test_it_lets_an_agent_only_tighten_its_profile(agent_api):
 
 
 def test_it_refuses_an_unknown_profile_at_task_creation(agent_api):
+    # Like any profile the agent was not granted (DESIGN.md section 6): whether it exists or
+    # not is not the agent's business.
     response = agent_api.post("tasks", {"goal": "x", "profile": "nope"})
 
-    assert response.status_code == 400
-    assert response.body["error"]["code"] == "UNKNOWN_PROFILE"
+    assert response.status_code == 403
+    assert response.body["error"]["code"] == "PROFILE_NOT_ALLOWED"

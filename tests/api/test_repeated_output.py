@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import assert_stop_is_sticky, assert_stopped, gate, get_task, new_task, settle
+from .helpers import (
+    assert_stop_is_sticky,
+    assert_stopped,
+    evidence,
+    execute,
+    gate,
+    get_task,
+    new_task,
+    report,
+    request_tool,
+    settle,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -53,3 +64,38 @@ def test_it_does_not_count_a_changed_plan(agent_api):
             settle(agent_api, task["id"], allowed["model_call"], tool_calls=plan)["decision"]
             == "CONTINUE"
         )
+
+
+POLL_PLAN = [{"name": "poll", "args": {"job": "j9"}}]
+
+
+def test_a_model_that_asks_for_the_same_status_poll_each_round_is_waiting(agent_api):
+    task = new_task(agent_api)
+    for _ in range(5):
+        allowed = gate(agent_api, task["id"])
+        assert settle(agent_api, task["id"], allowed["model_call"], tool_calls=POLL_PLAN) == {
+            "decision": "CONTINUE"
+        }
+        asked = request_tool(agent_api, task["id"], "poll", {"job": "j9"}, job_id="j9")
+        assert asked["decision"] == "EXECUTE", asked
+        answer = report(
+            agent_api, task["id"], asked["tool_call"], "PENDING", job_id="j9", wait_ms=10
+        )
+        assert answer["decision"] == "CONTINUE", answer
+
+    assert get_task(agent_api, task["id"])["state"] == "RUNNING"
+
+
+def test_verified_progress_restarts_the_streak(agent_api):
+    task = new_task(agent_api)
+    for n in range(1, 5):
+        allowed = gate(agent_api, task["id"])
+        assert settle(agent_api, task["id"], allowed["model_call"], tool_calls=PLAN) == {
+            "decision": "CONTINUE"
+        }
+        execute(
+            agent_api, task["id"], "search", {"q": "invoice 42", "page": n},
+            result={"kind": "SUCCESS", "evidence": evidence(n)},
+        )  # fmt: skip
+
+    assert get_task(agent_api, task["id"])["state"] == "RUNNING"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import LimitProfile
+from tests.conftest import allow_profiles
 
 from .helpers import assert_stop_is_sticky, assert_stopped, execute, new_task, request_tool
 
@@ -42,6 +43,7 @@ def test_it_stops_a_cycle_of_period_three(agent_api, patient_profile):
 
 def test_it_ignores_cycles_longer_than_max_cycle_period(agent_api, db):
     LimitProfile.objects.create(name="short-sighted", max_stagnant=10, max_cycle_period=2)
+    allow_profiles("agent-a", "short-sighted")
     task = new_task(agent_api, profile="short-sighted")
     for call in (ORDER, CUSTOMER, INVOICE, ORDER, CUSTOMER):
         execute(agent_api, task["id"], *call)

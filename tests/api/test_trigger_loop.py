@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Event, LimitProfile, Task
+from tests.conftest import allow_profiles
 
 from .helpers import new_task
 
@@ -43,6 +44,7 @@ def test_it_counts_each_agent_on_its_own(agent_api, other_agent_api):
 
 def test_it_takes_the_limit_from_the_profile(agent_api):
     LimitProfile.objects.create(name="one-shot", max_tasks_per_trigger=1)
+    allow_profiles("agent-a", "one-shot")
     new_task(agent_api, profile="one-shot", trigger_key="ticket-42")
 
     response = agent_api.post(

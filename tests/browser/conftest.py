@@ -78,13 +78,16 @@ def _last_line(command: str, *args, **options) -> str:
 def console(live_server, transactional_db):
     """A live console with an operator, an admin, a looping-prone agent and its thin client."""
     from agents.client import Client
-    from agents.models import LimitProfile
+    from agents.models import Agent, LimitProfile
 
     _last_line("create_operator", "olivia", password="pw")
     _last_line("create_operator", "adam", password="pw", admin=True)
     token = _last_line("create_agent", "support-bot", namespace="support")
     # Room for a loop to show before the guard ends it: more steps without progress.
-    LimitProfile.objects.update_or_create(name="patient", defaults={"max_stagnant": 10})
+    patient, _ = LimitProfile.objects.update_or_create(
+        name="patient", defaults={"max_stagnant": 10}
+    )
+    Agent.objects.get(name="support-bot").allowed_profiles.add(patient)
     agent = Client(live_server.url + "/api/v1/", token, timeout=20)
     yield SimpleNamespace(url=live_server.url, agent=agent)
     agent.close()

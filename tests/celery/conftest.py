@@ -31,10 +31,12 @@ def profile(db):
 
 @pytest.fixture
 def price(db):
-    """100 prompt + 100 completion tokens cost 0.3."""
+    """100 prompt + 100 completion tokens cost 0.3; a gate without an estimate reserves 200
+    tokens (0.4), not the profile's 4,000 (8.00, above the default cost limit)."""
     return ModelPrice.objects.create(
-        model="*", input_per_million=Decimal("1000"), output_per_million=Decimal("2000")
-    )
+        model="*", input_per_million=Decimal("1000"), output_per_million=Decimal("2000"),
+        default_estimate_tokens=200,
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from agents.tasks import rollup_daily
 @pytest.fixture
 def busy_day(make_task, start_write, past_lease, agent_row, price):
     """Two tasks of the default profile and one of 'reports': calls, writes and two stops."""
-    LimitProfile.objects.create(name="reports", lease_seconds=60)
+    reports = LimitProfile.objects.create(name="reports", lease_seconds=60)
+    agent_row.allowed_profiles.add(reports)
     first, second = make_task(goal="First"), make_task(goal="Second")
     third = make_task(goal="Third", profile="reports")
     for task, tokens in ((first, 100), (first, 50), (third, 10)):

@@ -118,3 +118,30 @@ def test_an_operator_may_not_pause_or_issue(as_operator, agent):
     agent.refresh_from_db()
     assert agent.paused is False
     assert ApiToken.objects.filter(agent=agent).count() == 1
+
+
+def test_an_admin_grants_profiles_on_the_agents_page(as_admin, agent):
+    from agents.models import LimitProfile
+
+    LimitProfile.objects.create(name="loose", max_model_calls=1000)
+    LimitProfile.objects.create(name="tight", max_model_calls=3)
+    page = as_admin.get("/agents/").content.decode()
+    assert 'name="profiles-agent-a-allowed"' in page
+
+    response = as_admin.post("/agents/agent-a/profiles/", {"profiles-agent-a-allowed": ["loose"]},
+                             **HTMX)  # fmt: skip
+
+    assert response.status_code == 200
+    assert list(agent.allowed_profiles.values_list("name", flat=True)) == ["loose"]
+    assert Event.objects.filter(kind="agent_profiles_changed").exists()
+
+
+def test_an_operator_cannot_grant_profiles(as_operator, agent):
+    from agents.models import LimitProfile
+
+    LimitProfile.objects.create(name="loose")
+    response = as_operator.post(
+        "/agents/agent-a/profiles/", {"profiles-agent-a-allowed": ["loose"]}
+    )
+    assert response.status_code == 403
+    assert not agent.allowed_profiles.exists()

@@ -141,6 +141,6 @@ def _profile_fields(**override) -> dict:
         "max_stagnant": "3", "max_retries": "3", "max_polls": "10", "deadline_seconds": "900",
         "max_tokens": "200000", "max_cost": "5.00", "progress_mode": "evidence",
         "near_duplicate_threshold": "", "lease_seconds": "120", "max_tasks_per_trigger": "5",
-        "trigger_window_seconds": "3600",
+        "trigger_window_seconds": "3600", "default_estimate_tokens": "4000",
     }  # fmt: skip
     return {**fields, **override}

@@ -121,3 +121,27 @@ def test_a_stop_then_resume_keeps_the_window(as_operator, stopped_task):
     as_operator.post(f"/tasks/{stopped_task.pk}/resume/", {"reason": "go"})
     stopped_task.refresh_from_db()
     assert stopped_task.window == window
+
+
+def test_the_form_shows_the_operators_grant_bound(as_operator, stopped_task):
+    page = as_operator.get(f"/tasks/{stopped_task.pk}/").content.decode()
+    assert "At most +" in page
+    assert "original limit" in page
+    assert '<td class="num bound">20</td>' in page  # executions: the original limit
+
+
+def test_an_operators_grant_above_the_bound_is_refused_next_to_its_field(as_operator, stopped_task):
+    response = as_operator.post(
+        f"/tasks/{stopped_task.pk}/resume/", {"reason": "more", "tool_executions": "21"}
+    )
+    assert response.status_code == 422
+    assert 'id="id_tool_executions_error"' in response.content.decode()
+    stopped_task.refresh_from_db()
+    assert stopped_task.phase == 1
+
+
+def test_an_admin_may_grant_above_the_bound(as_admin, stopped_task):
+    response = as_admin.post(
+        f"/tasks/{stopped_task.pk}/resume/", {"reason": "more", "tool_executions": "21"}
+    )
+    assert response.status_code == 303

@@ -54,7 +54,7 @@ def test_the_timeline_marks_a_cycle(as_operator, agent, make_user):
     from agents.models import LimitProfile
     from agents.services import tasks
 
-    LimitProfile.objects.create(name="patient", max_stagnant=10)
+    agent.allowed_profiles.add(LimitProfile.objects.create(name="patient", max_stagnant=10))
     task = tasks.task_create(agent=agent, goal="stock", profile="patient")
     for tool in ("check_stock", "check_supplier", "check_stock", "check_supplier"):
         tool_step(agent, task.pk, tool, {"sku": "SKU-7"})
@@ -147,3 +147,21 @@ def _add_trace_rows(task, count: int) -> None:
     ToolCall.objects.bulk_create(tool_rows)
     task.trace_seq = seq
     task.save(update_fields=["trace_seq"])
+
+
+def test_the_timeline_masks_secrets_by_one_policy(as_operator, agent):
+    from agents.models import ToolPolicy
+    from agents.services import runner, tasks
+
+    ToolPolicy.objects.create(tool="login", redact_fields=["account.number"])
+    task = tasks.task_create(agent=agent, goal="log in")
+    args = {"Private_Key": "pk-1", "X-Session": "se-2", "AccountNumber": "an-3",
+            "note": "Bearer abcdefghijklmnopqrstuvwxyz", "user": "ann"}  # fmt: skip
+    runner.tool_call_request(task_id=task.pk, agent=agent, tool="login", args=args,
+                             effect="read")  # fmt: skip
+
+    page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
+
+    for leak in ("pk-1", "se-2", "an-3", "abcdefghijklmnop"):
+        assert leak not in page, leak
+    assert "ann" in page

@@ -12,7 +12,9 @@ HTTP, through the thin client, as agents see it:
 3. Decision latency on a task with 10 prior trace rows versus one with 5,000. Those rows are
    bulk-inserted through the ORM for speed; the measured decisions are real HTTP requests.
    A decision reads and writes one task row, whatever the trace length, so the ratio should
-   be near 1.
+   be near 1. Measured twice: in evidence mode (the verifier's revision is progress) and in
+   novelty mode (every step's data is new; the long task has seen one data hash per step, kept
+   in their own table), where the ratio should stay near 1 too (at most 1.1).
 """
 
 from __future__ import annotations
@@ -107,8 +109,12 @@ class Command(BaseCommand):
             self.say(f"trace length 10 vs {opts['trace_length']}, {opts['samples']} rounds each")
             short, long, one_by_one = trace_latency(server.api, tokens[0], opts["trace_length"],
                                                     opts["samples"])  # fmt: skip
+            self.say("the same in novelty mode")
+            novelty = trace_latency(server.api, tokens[0], opts["trace_length"], opts["samples"],
+                                    novelty=True)  # fmt: skip
         opts["load_after"] = os.getloadavg()[0]
         self.report(opts, decisions, baseline, short, long, one_by_one)
+        self.report_novelty(opts, *novelty)
 
     def say(self, text: str) -> None:
         self.stderr.write(f"bench: {text}")
@@ -159,6 +165,25 @@ class Command(BaseCommand):
         out(row("baseline: 1-row UPDATE", one_by_one))
         out(ratio_row(f"{opts['trace_length']} / 10 prior calls", long_all, short_all))
         out(ratio_row("decisions (10) / baseline", short_all, one_by_one))
+        for name in ("gate", "usage", "tool", "result"):
+            ratio = percentile(long[name], 50) / percentile(short[name], 50)
+            out(f"  {name:<28}p50 {percentile(short[name], 50):6.2f} -> "
+                f"{percentile(long[name], 50):6.2f} ms  (x{ratio:.2f})")  # fmt: skip
+
+    def report_novelty(
+        self, opts: dict[str, Any], short: Samples, long: Samples, one_by_one: list[float]
+    ) -> None:
+        out = self.stdout.write
+        out("")
+        out("novelty progress mode (no evidence; new data is progress), one request at a time:")
+        head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
+        out(head)
+        out("-" * len(head))
+        short_all = [ms for values in short.values() for ms in values]
+        long_all = [ms for values in long.values() for ms in values]
+        out(row("decisions, 10 prior calls", short_all))
+        out(row(f"decisions, {opts['trace_length']} prior calls", long_all))
+        out(ratio_row(f"{opts['trace_length']} / 10 prior calls", long_all, short_all))
         for name in ("gate", "usage", "tool", "result"):
             ratio = percentile(long[name], 50) / percentile(short[name], 50)
             out(f"  {name:<28}p50 {percentile(short[name], 50):6.2f} -> "
@@ -263,9 +288,15 @@ def timed(samples: Samples, name: str, call: Callable[..., Any], *args: Any, **k
         samples[name].append((time.perf_counter() - started) * 1000)
 
 
-def one_round(client: Client, task_id: str, n: int, samples: Samples) -> None:
-    """One agent step: gate the model call, settle it, request the tool, report progress."""
-    write = n % 4 == 0
+def one_round(
+    client: Client, task_id: str, n: int, samples: Samples, *, novelty: bool = False
+) -> None:
+    """One agent step: gate the model call, settle it, request the tool, report progress.
+
+    With `novelty`, every tool is a read whose result carries new data and no evidence, so
+    the guard judges progress by the data hash (the task's profile says `novelty`).
+    """
+    write = n % 4 == 0 and not novelty
     tool = "post_invoice" if write else "fetch_page"
     args = {"page": n}
     allowed = timed(samples, "gate", client.gate_model_call, task_id, model=MODEL,
@@ -281,7 +312,12 @@ def one_round(client: Client, task_id: str, n: int, samples: Samples) -> None:
         raise LoopwardenError(200, "BENCH", f"expected EXECUTE, got {answer['decision']}")
     evidence = {"revision": n, "done": False, **({"committed": True} if write else {})}
     timed(samples, "result", client.report_result, task_id, answer["tool_call"], "SUCCESS",
-          data={"page": n, "rows": 25}, evidence=evidence, duration_ms=1)  # fmt: skip
+          data=page_data(n), evidence=None if novelty else evidence,
+          duration_ms=1)  # fmt: skip
+
+
+def page_data(n: int) -> dict[str, int]:
+    return {"page": n, "rows": 25}
 
 
 def for_seconds(
@@ -344,10 +380,14 @@ def drive_baseline(api: str, tokens: list[str], seconds: float) -> Run:
 # -- trace length ------------------------------------------------------------------------------
 
 
-def grow_trace(task_id: str, length: int, headroom: int) -> None:
+def grow_trace(task_id: str, length: int, headroom: int, *, novelty: bool = False) -> None:
     """Give a task `length` prior trace rows (model and tool calls alternating, every step with
-    verified progress), with counters to match and limits raised by `headroom` rounds."""
-    from agents.models import ModelCall, Task, ToolCall
+    verified progress), with counters to match and limits raised by `headroom` rounds.
+
+    With `novelty`, the task's progress mode is novelty and every step's data hash is already
+    seen (one row per step), the state a long novelty task really reaches."""
+    from agents.guard.fingerprint import data_hash
+    from agents.models import ModelCall, SeenHash, Task, ToolCall
 
     now = timezone.now()
     with transaction.atomic(using=ALIAS):
@@ -367,31 +407,40 @@ def grow_trace(task_id: str, length: int, headroom: int) -> None:
                 tool_rows.append(ToolCall(
                     task=task, seq=seq, phase=1, tool="fetch_page", args={"page": step},
                     effect=g.READ, fingerprint=fingerprint, args_text=args_text,
-                    decision=g.EXECUTE, result_kind="SUCCESS", result_data={"page": step},
-                    evidence={"revision": step, "done": False}, result_decision=g.CONTINUE,
-                    revision_after=step, duration_ms=1, reported_at=now,
+                    decision=g.EXECUTE, result_kind="SUCCESS", result_data=page_data(step),
+                    evidence=None if novelty else {"revision": step, "done": False},
+                    result_decision=g.CONTINUE, revision_after=0 if novelty else step,
+                    duration_ms=1, reported_at=now,
                 ))  # fmt: skip
         ModelCall.objects.using(ALIAS).bulk_create(model_rows, batch_size=1000)
         ToolCall.objects.using(ALIAS).bulk_create(tool_rows, batch_size=1000)
         steps = len(tool_rows)
+        if novelty:
+            SeenHash.objects.using(ALIAS).bulk_create(
+                [SeenHash(task=task, hash=data_hash(page_data(n))) for n in range(1, steps + 1)],
+                batch_size=1000,
+            )
         task.trace_seq = length
         task.model_calls = len(model_rows)
-        task.tool_requests = task.tool_executions = task.revision = steps
+        task.tool_requests = task.tool_executions = steps
+        task.revision = 0 if novelty else steps
         task.tokens_used = 900 * len(model_rows)
         task.cost_spent = Decimal("0.0006") * len(model_rows)
         budget = length + 4 * headroom
         task.limits = {**task.limits, "max_model_calls": budget, "max_tool_requests": budget,
                        "max_tool_executions": budget, "max_tokens": 10**12,
-                       "max_cost": "100000"}  # fmt: skip
+                       "max_cost": "100000",
+                       "progress_mode": "novelty" if novelty else "evidence"}  # fmt: skip
         task.deadline_at = now + timedelta(hours=1)
         task.save(using=ALIAS)
 
 
 def trace_latency(
-    api: str, token: str, length: int, samples: int
+    api: str, token: str, length: int, samples: int, *, novelty: bool = False
 ) -> tuple[Samples, Samples, list[float]]:
     """Decision latencies on fresh 10-row tasks and on one `length`-row task, and of the
-    baseline, interleaved and one at a time (no queueing: the cost of one request)."""
+    baseline, interleaved and one at a time (no queueing: the cost of one request).
+    `novelty`: the tasks judge progress by data hashes instead of evidence."""
     short: Samples = defaultdict(list)
     long: Samples = defaultdict(list)
     baseline: Samples = defaultdict(list)
@@ -401,19 +450,19 @@ def trace_latency(
         httpx.Client(base_url=api, headers=headers, timeout=60) as http,
     ):
         long_task = client.create_task("bench: a very long task")["id"]
-        grow_trace(long_task, length, samples)
+        grow_trace(long_task, length, samples, novelty=novelty)
         short_tasks = []
         for _ in range(samples):
             short_tasks.append(client.create_task("bench: a short task")["id"])
-            grow_trace(short_tasks[-1], 10, 1)
+            grow_trace(short_tasks[-1], 10, 1, novelty=novelty)
         warm = client.create_task("bench: warm-up")["id"]
-        grow_trace(warm, 10, 5)
+        grow_trace(warm, 10, 5, novelty=novelty)
         for n in range(1, 6):
-            one_round(client, warm, 5 + n, defaultdict(list))
+            one_round(client, warm, 5 + n, defaultdict(list), novelty=novelty)
         for i, short_task in enumerate(short_tasks):
             # The next step of each task: 10 prior rows are 5 rounds, the long task's too.
-            one_round(client, short_task, 6, short)
-            one_round(client, long_task, length // 2 + 1 + i, long)
+            one_round(client, short_task, 6, short, novelty=novelty)
+            one_round(client, long_task, length // 2 + 1 + i, long, novelty=novelty)
             for _ in range(4):  # as many as one round has decisions
                 timed(baseline, "baseline", http.post, "_bench/baseline")
     return short, long, baseline["baseline"]

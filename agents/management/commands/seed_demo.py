@@ -63,6 +63,10 @@ class Command(BaseCommand):
             with os.fdopen(fd, "w") as token_file:
                 token_file.write(out.getvalue().strip().splitlines()[-1] + "\n")
             path.chmod(0o600)
+        # The demo scenarios name the demo profiles; an agent may only use granted ones.
+        Agent.objects.get(name="demo-agent").allowed_profiles.add(
+            *LimitProfile.objects.filter(name__in=PROFILES)
+        )
         self.stdout.write(
             "demo data ready: sign in as admin/admin (or operator/operator); "
             f"demo agent token in {path}"

@@ -1,0 +1,123 @@
+"""One redaction policy for everything an operator reads (console and operator API): secret key
+names whatever their case or separators, secret-looking values, and per-tool fields an admin
+adds. The stored data stays intact, so REUSE hands the agent the real result."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.models import ToolPolicy
+
+from .helpers import evidence, execute, new_task, request_tool
+
+pytestmark = pytest.mark.django_db
+
+SECRET_ARGS = {
+    "PRIVATE-KEY": "pk-1",
+    "accessKey": "ak-2",
+    "Credentials": {"user": "u"},
+    "passwd": "pw-3",
+    "pwd": "pw-4",
+    "Auth": "au-5",
+    "cookie": "ck-6",
+    "session_id": "se-7",
+    "bearer": "be-8",
+    "note": "call with sk-live-abcdefghijklmnop1234 or Bearer eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl",
+    "card": "4111 1111 1111 1111",
+    "memo": "card 4111-1111-1111-1111 on file",
+    "account_pin": "9999",
+    "customer_ref": "cr-10",
+    "query": "march invoices",
+}
+LEAKS = ("pk-1", "ak-2", '"u"', "pw-3", "pw-4", "au-5", "ck-6", "se-7", "be-8",
+         "sk-live-abcdefghijklmnop1234", "eyJhbGciOi", "4111", "9999", "cr-10")  # fmt: skip
+
+
+def test_the_operator_api_masks_secrets_in_trace_and_ledger(agent_api, operator_api):
+    ToolPolicy.objects.create(tool="charge", redact_fields=["Customer-Ref"])
+    task = new_task(agent_api)
+    execute(
+        agent_api, task["id"], "charge", SECRET_ARGS, "write", operation_key="charge-1",
+        result={"kind": "SUCCESS", "data": {"receipt": "r-1", "api_key": "ak-9"},
+                "evidence": evidence(1, committed=True)},
+    )  # fmt: skip
+
+    trace = json.dumps(operator_api.get(f"tasks/{task['id']}/trace").body)
+    ledger = json.dumps(operator_api.get("operations").body)
+
+    for leak in LEAKS + ("ak-9",):
+        assert leak not in trace, leak
+        assert leak not in ledger, leak
+    assert "march invoices" in trace and "march invoices" in ledger
+    assert "r-1" in ledger
+
+
+def test_stored_data_stays_intact_for_reuse(agent_api, operator_api):
+    task = new_task(agent_api)
+    result = {"receipt": "r-1", "api_key": "ak-9"}
+    execute(
+        agent_api, task["id"], "charge", SECRET_ARGS, "write", operation_key="charge-1",
+        result={"kind": "SUCCESS", "data": result, "evidence": evidence(1, committed=True)},
+    )  # fmt: skip
+
+    answer = request_tool(
+        agent_api, task["id"], "charge", SECRET_ARGS, "write", operation_key="charge-1"
+    )
+
+    assert answer["decision"] == "REUSE"
+    assert answer["result"] == result
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("private_key", True), ("Private-Key", True), ("privateKey", True), ("PRIVATE.KEY", True),
+        ("access_key", True), ("AccessKey", True), ("credentials", True), ("passwd", True),
+        ("pwd", True), ("auth", True), ("X-Auth-Token", True), ("cookie", True),
+        ("Set-Cookie", True), ("session", True), ("sessionId", True), ("bearer", True),
+        ("api_key", True), ("client_secret", True), ("pin", True), ("card_number", True),
+        ("author", False), ("max_tokens", False), ("query", False), ("session_count", True),
+        ("page", False), ("keyword", False),
+    ],
+)  # fmt: skip
+def test_the_policy_matches_key_names_whatever_their_case_and_separators(key, secret):
+    from agents.redaction import DEFAULT
+
+    assert DEFAULT.secret_key(key) is secret
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("key sk-live-abcdefghijklmnop1234", "key "),
+        ("Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer "),
+        ("jwt eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl", "jwt "),
+        ("card 4111 1111 1111 1111 please", "card "),
+        ("aws AKIAABCDEFGHIJKLMNOP", "aws "),
+    ],
+)
+def test_the_policy_masks_secret_shaped_values(text, kept):
+    from agents.redaction import DEFAULT, MASK
+
+    masked = DEFAULT.mask_text(text)
+    assert masked.startswith(kept) and MASK in masked
+
+
+def test_the_policy_keeps_ordinary_numbers_and_text():
+    from agents.redaction import redact
+
+    value = {"order": 1234567890123, "phone": "+1 555 0100", "invoice": "INV-42", "n": 4}
+    assert redact(value) == value
+    assert redact({"card": 4111111111111111}) == {"card": "•••"}
+    assert redact({"memo": 4111111111111111}) == {"memo": "•••"}  # a Luhn-valid 16 digits
+
+
+def test_a_tools_extra_fields_are_matched_like_the_built_in_names():
+    from agents.redaction import redact
+
+    assert redact({"customerRef": "c-1", "other": "o"}, ["customer_ref"]) == {
+        "customerRef": "•••",
+        "other": "o",
+    }
