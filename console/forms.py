@@ -12,7 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
+from agents import storable
 from agents.guard import types as g
 from agents.services.admin import PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
@@ -123,6 +125,16 @@ class ReconcileForm(forms.Form):
         data = super().clean()
         if data.get("result", "").strip() and data.get("verdict") not in (None, g.OP_COMMITTED):
             self.add_error("result", "Only a COMMITTED verdict stores a result.")
+        elif "result" in data:
+            # JSON escapes can spell text the database cannot hold ("\u0000"): the same rule
+            # as the API's, for what an operator types.
+            limit = settings.LOOPWARDEN_MAX_JSON_DEPTH
+            try:
+                storable.admit(self.result_value(), max_depth=limit, encode=False)
+            except RecursionError:
+                self.add_error("result", f"JSON nested deeper than {limit} levels.")
+            except (storable.UnstorableText, storable.TooDeep) as exc:
+                self.add_error("result", str(exc))
         return data
 
     def result_value(self) -> Any:
