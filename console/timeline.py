@@ -50,15 +50,20 @@ def redact(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def shown_json(value: Any, **options: Any) -> str:
-    """JSON text of a stored value for a page: reported text decoded as the agent sent it,
-    a lone surrogate written as its escape (a page is UTF-8, which cannot carry one)."""
-    text = json.dumps(storable.decode(value), ensure_ascii=False, default=str, **options)
+def _page_json(value: Any, **options: Any) -> str:
+    """JSON text for a page: a lone surrogate written as its escape (a page is UTF-8, which
+    cannot carry one)."""
+    text = json.dumps(value, ensure_ascii=False, default=str, **options)
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def shown_json(value: Any, **options: Any) -> str:
+    """A stored value as JSON text for a page, reported text decoded as the agent sent it."""
+    return _page_json(storable.decode(value), **options)
+
+
 def args_text(value: Any) -> str:
-    text = shown_json(redact(storable.decode(value)), separators=(", ", ": "))
+    text = _page_json(redact(storable.decode(value)), separators=(", ", ": "))
     return text if len(text) <= MAX_ARGS_TEXT else text[: MAX_ARGS_TEXT - 1] + "…"
 
 

@@ -66,3 +66,18 @@ def test_a_reconcile_result_with_a_nul_is_refused_next_to_the_field(as_operator,
     assert "NUL" in html.unescape(response.content.decode())
     op.refresh_from_db()
     assert op.state == g.UNKNOWN
+
+
+def test_text_that_looks_encoded_is_shown_as_the_agent_sent_it(as_operator, client, make_agent):
+    _, token = make_agent("agent-t", namespace="ns-t")
+    api = Caller(client, token)
+    task = api.post("tasks", {"goal": "Look up"}).body
+    tricky = "\u2400lw:x\\u0041y"  # the encoding's prefix, sent as plain text
+    body = {"tool": "search", "args": {"q": tricky}, "effect": "read"}
+    asked = api.post(f"tasks/{task['id']}/tool-calls", body)
+    assert asked.status_code == 200
+
+    page = html.unescape(as_operator.get(f"/tasks/{task['id']}/").content.decode("utf-8"))
+
+    assert tricky.replace("\\", "\\\\") in page  # as JSON text: the backslash is escaped
+    assert "xAy" not in page
