@@ -25,7 +25,7 @@ class RefuseUnstorableUrlMiddleware:
         if found is None:
             return self.get_response(request)
         where, what = found
-        message = f"Text the database cannot store: {where} holds {what}."
+        message = f"{where} holds {what}, which the database cannot store."
         if request.path.startswith("/api/"):
             return JsonResponse(error_body("UNSUPPORTED_TEXT", message, {where: what}), status=400)
         return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
