@@ -224,7 +224,9 @@ def test_text_that_looks_encoded_round_trips_unchanged(agent_api, patient_profil
 @pytest.mark.parametrize("text", UNSTORABLE)
 def test_a_usage_report_with_unstorable_tool_call_args_is_recorded(agent_api, price, text):
     task = new_task(agent_api)
-    call = gate(agent_api, task["id"], model="gpt-x")["model_call"]
+    call = gate(agent_api, task["id"], model="gpt-x", est_prompt_tokens=100, max_output_tokens=100)[
+        "model_call"
+    ]
     asked = [{"name": "search", "args": {"q": text}}]
 
     response = post_raw(
@@ -248,7 +250,9 @@ def test_three_identical_unstorable_plans_still_trip_repeated_output(agent_api, 
     plan = [{"name": "search", "args": {"q": NUL}}]
     answers = []
     for _ in range(3):
-        call = gate(agent_api, task["id"], model="gpt-x")["model_call"]
+        call = gate(
+            agent_api, task["id"], model="gpt-x", est_prompt_tokens=100, max_output_tokens=100
+        )["model_call"]
         response = post_raw(
             agent_api,
             f"tasks/{task['id']}/model-calls/{call}/usage",
@@ -290,8 +294,7 @@ def test_a_nul_in_a_path_answers_the_envelope(agent_api, operator_api, admin_api
 
 
 def test_the_console_report_filters_answer_400_not_500(client, make_user):
-    make_user("olivia")
-    client.login(username="olivia", password="pw")
+    client.force_login(make_user("olivia")[0])
 
     for path in ["/reports/daily/?agent=%00", "/reports/daily.csv?agent=a%00b", "/?agent=%00"]:
         response = client.get(path)
