@@ -33,7 +33,10 @@ def decision_logged(
     `round` is the model-call round the decision belongs to (for a model call, its own).
     """
     reason = outcome.reason or (task.reason if outcome.decision == g.STOP else None)
-    metrics.decision_counted(event, outcome.decision, reason, stopped=outcome.stopped_now)
+    # A BLOCK carries no reason, only the rule that fired: count it under that rule.
+    metrics.decision_counted(
+        event, outcome.decision, reason or outcome.trigger, stopped=outcome.stopped_now
+    )
     if not log.isEnabledFor(logging.INFO):
         return
     line = dict.fromkeys(LINE_KEYS)

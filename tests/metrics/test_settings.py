@@ -1,0 +1,58 @@
+"""The metrics settings are parsed strictly: a bad value stops the start with a clear message."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loopwarden.env import ConfigError, env_networks
+from tests.live import ROOT
+
+
+def test_allowed_addresses_take_addresses_and_networks(monkeypatch):
+    monkeypatch.setenv("METRICS_ALLOWED_ADDRESSES", "127.0.0.1, 10.0.0.0/8,::1")
+
+    assert env_networks("METRICS_ALLOWED_ADDRESSES") == (
+        ipaddress.ip_network("127.0.0.1/32"),
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    )
+
+
+def test_allowed_addresses_refuse_what_is_not_an_address(monkeypatch):
+    monkeypatch.setenv("METRICS_ALLOWED_ADDRESSES", "127.0.0.1,intranet")
+
+    with pytest.raises(ConfigError, match="'intranet' is not an IP address"):
+        env_networks("METRICS_ALLOWED_ADDRESSES")
+
+
+def test_a_short_metrics_token_stops_the_start(tmp_path):
+    env = {**os.environ, "LOOPWARDEN_DATA_DIR": str(tmp_path), "METRICS_TOKEN": "short"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+
+    started = subprocess.run(
+        [sys.executable, "-c", "import loopwarden.settings"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert started.returncode != 0
+    assert "METRICS_TOKEN must be at least 16 characters" in started.stderr
+
+
+def test_the_metrics_folder_is_under_the_data_dir_by_default(tmp_path):
+    env = {**os.environ, "LOOPWARDEN_DATA_DIR": str(tmp_path)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    code = "import os, loopwarden.settings; print(os.environ['PROMETHEUS_MULTIPROC_DIR'])"
+
+    started = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip() == str((tmp_path / "prometheus").resolve())
+    assert (tmp_path / "prometheus").is_dir()
