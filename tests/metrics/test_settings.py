@@ -56,3 +56,19 @@ def test_the_metrics_folder_is_under_the_data_dir_by_default(tmp_path):
     assert started.returncode == 0, started.stderr
     assert started.stdout.strip() == str((tmp_path / "prometheus").resolve())
     assert (tmp_path / "prometheus").is_dir()
+
+
+def test_prometheus_client_imported_before_the_settings_stops_the_start(tmp_path):
+    """Each process would count alone and a scrape would show one worker's share: refused."""
+    env = {**os.environ, "LOOPWARDEN_DATA_DIR": str(tmp_path),
+           "DJANGO_SETTINGS_MODULE": "loopwarden.settings"}  # fmt: skip
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    code = "import prometheus_client, django; django.setup()"
+
+    started = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+    assert started.returncode != 0
+    assert "imported before loopwarden.settings set PROMETHEUS_MULTIPROC_DIR" in started.stderr
