@@ -58,5 +58,8 @@ def env_networks(
         try:
             networks.append(ipaddress.ip_network(item, strict=False))
         except ValueError:
-            raise ConfigError(f"{name}: {item!r} is not an IP address or network") from None
+            raise ConfigError(
+                f"{name}: {item!r} is not an IP address or network: list addresses or networks "
+                "separated by commas, as in 10.0.0.0/8,127.0.0.1"
+            ) from None
     return tuple(networks)

@@ -216,7 +216,10 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
 # neither set the endpoint answers 404: metrics are never served unprotected by accident.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
-    raise ConfigError("METRICS_TOKEN must be at least 16 characters long")
+    raise ConfigError(  # the token itself is never printed
+        f"METRICS_TOKEN is {len(METRICS_TOKEN)} characters long: use 16 or more, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    )
 METRICS_ALLOWED_ADDRESSES = env_networks("METRICS_ALLOWED_ADDRESSES")
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -30,17 +30,43 @@ def test_allowed_addresses_refuse_what_is_not_an_address(monkeypatch):
         env_networks("METRICS_ALLOWED_ADDRESSES")
 
 
-def test_a_short_metrics_token_stops_the_start(tmp_path):
-    env = {**os.environ, "LOOPWARDEN_DATA_DIR": str(tmp_path), "METRICS_TOKEN": "short"}
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("METRICS_TOKEN", "short-secret", "METRICS_TOKEN is 12 characters long: use 16 or more"),
+        ("METRICS_ALLOWED_ADDRESSES", "10.0.0.0/8,intranet",
+         "METRICS_ALLOWED_ADDRESSES: 'intranet' is not an IP address or network"),
+    ],
+)  # fmt: skip
+def test_a_bad_metrics_setting_stops_the_start_with_one_line(tmp_path, name, value, message):
+    env = {**os.environ, "LOOPWARDEN_DATA_DIR": str(tmp_path), name: value}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
 
     started = subprocess.run(
-        [sys.executable, "-c", "import loopwarden.settings"],
+        [sys.executable, str(ROOT / "manage.py"), "check"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
     assert started.returncode != 0
-    assert "METRICS_TOKEN must be at least 16 characters" in started.stderr
+    lines = started.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], started.stderr
+    assert "short-secret" not in started.stderr  # a secret is never printed
+
+
+def test_gunicorn_with_a_bad_metrics_setting_stops_with_one_line(tmp_path):
+    env = {**os.environ, "LOOPWARDEN_DATA_DIR": str(tmp_path), "METRICS_TOKEN": "short-secret"}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    command = [sys.executable, "-m", "gunicorn", "-c", "python:loopwarden.gunicorn_metrics",
+               "--bind", "127.0.0.1:0", "loopwarden.wsgi:application"]  # fmt: skip
+
+    started = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+
+    assert started.returncode == 3, started.stderr
+    assert started.stderr.strip().splitlines() == [
+        "loopwarden: METRICS_TOKEN is 12 characters long: use 16 or more, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    ]
 
 
 def test_the_metrics_folder_is_under_the_data_dir_by_default(tmp_path):
