@@ -31,6 +31,10 @@ import struct
 
 from loopwarden.env import env_int
 
+# The multiprocess metrics folder: emptied when the master starts, a dead worker's gauges
+# dropped when it exits (see loopwarden/gunicorn_metrics.py).
+from loopwarden.gunicorn_metrics import child_exit, on_starting  # noqa: F401
+
 # Processes and threads per process. Each thread may hold a database connection while it
 # serves a request: workers x threads x web machines must stay under PostgreSQL's
 # max_connections.

@@ -6,15 +6,14 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 from django import template
-from django.db.models import Q
 from django.utils import timezone
 
 from agents import storable
-from agents.guard import types as g
 from agents.selectors import Redactor
 from console import words
 from console.forms import money_text
 from console.timeline import args_text, shown_json
+from ledger.selectors import operations_waiting_verdict
 
 register = template.Library()
 
@@ -124,12 +123,7 @@ def plain(value) -> str:
 @register.simple_tag
 def reconcile_count() -> int:
     """Operations waiting for a verdict, for the navigation badge (one indexed count)."""
-    from ledger.models import Operation
-
-    now = timezone.now()
-    return Operation.objects.filter(
-        Q(state=g.UNKNOWN) | Q(state=g.IN_FLIGHT, lease_expires_at__lte=now)
-    ).count()
+    return operations_waiting_verdict().count()
 
 
 @register.simple_tag(takes_context=True)
