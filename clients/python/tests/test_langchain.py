@@ -15,7 +15,7 @@ from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
-from loopwarden_client import TaskStopped  # noqa: E402
+from loopwarden_client import Client, TaskStopped  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.langchain import LoopwardenMiddleware  # noqa: E402
 from scenarios import model_calls, operation_state, tool_decisions  # noqa: E402
@@ -224,3 +224,28 @@ def test_a_write_without_a_key_is_refused_at_setup(lw, session):
         LoopwardenMiddleware(session(), tools={"pay": "write"})
     with pytest.raises(ValueError, match="key"):
         write(key="")
+
+
+@pytest.mark.parametrize(("guard_first", "stops_seen"), [(True, 1), (False, 3)])
+def test_the_documented_order_is_what_keeps_a_stop_from_being_retried(
+    live, guard_first, stops_seen
+):
+    """Guard first: one STOP, raised. Retry first: the STOP is retried (and then swallowed)."""
+    stops: list[str] = []
+
+    def seen(endpoint: str, request: dict, answer: dict) -> None:
+        if endpoint == "request_tool" and answer["decision"] == "STOP":
+            stops.append(answer["report"]["reason"])
+
+    with Client(live.api, live.agent_token, on_decision=seen) as client:
+        s = client.session(client.create_task("retry order")["id"])
+        guard = LoopwardenMiddleware(s, tools=PAY)
+        retry = ToolRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+        order = [guard, retry] if guard_first else [retry, guard]
+        model = ScriptedModel(script=[[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"])
+        agent = create_agent(model, Tools().all, middleware=order)
+        try:
+            agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+        except TaskStopped:
+            assert guard_first
+    assert stops == ["same_call"] * stops_seen
