@@ -249,3 +249,54 @@ def test_the_documented_order_is_what_keeps_a_stop_from_being_retried(
         except TaskStopped:
             assert guard_first
     assert stops == ["same_call"] * stops_seen
+
+
+def test_identical_results_still_trip_no_progress_under_novelty(lw, session):
+    """New arguments each step, but the same data back: no progress, and the task stops."""
+    s = session()
+
+    @tool
+    def lookup(n: int) -> str:
+        """Look something up."""
+        return "nothing new"
+
+    script = [[("lookup", {"n": n})] for n in range(1, 10)]
+    agent = create_agent(ScriptedModel(script=script), [lookup],
+                         middleware=[LoopwardenMiddleware(s)])  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "look"}]})
+    assert (caught.value.state, caught.value.reason) == ("PARTIAL", "no_progress")
+
+
+def test_without_the_novelty_profile_fresh_data_is_not_progress(live):
+    """Why adapters without a verifier name the novelty profile: the default is strict."""
+    with Client(live.api, live.strict_token) as strict:
+        s = strict.session(strict.create_task("evidence mode")["id"])
+        tools = Tools()
+        script = [[("fetch_page", {"page": n})] for n in range(1, 16)] + ["done"]
+        _, agent = agent_for(script, tools, LoopwardenMiddleware(s))
+        with pytest.raises(TaskStopped) as caught:
+            agent.invoke({"messages": [{"role": "user", "content": "export"}]},
+                         {"recursion_limit": 100})  # fmt: skip
+    assert caught.value.reason == "no_progress" and len(tools.ran) == 3
+
+
+def test_evidence_from_the_verifier_decides_and_can_complete_the_task(lw, session):
+    s = session()
+    tools = Tools()
+
+    def verify(tool_name: str, args: dict, data: Any) -> dict:
+        return {
+            "revision": args["page"],
+            "done": args["page"] == 3,
+            "milestone": f"p{args['page']}",
+        }
+
+    script = [[("fetch_page", {"page": n})] for n in range(1, 9)]
+    guard = LoopwardenMiddleware(s, tools=PAY, evidence=verify)
+    _, agent = agent_for(script, tools, guard)
+    result = agent.invoke({"messages": [{"role": "user", "content": "export"}]})
+    assert result["messages"][-1].content.startswith("Loopwarden: the task is COMPLETED/goal_met")
+    assert tools.ran == ["fetch_page"] * 3
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["report"]["completed"]) == ("COMPLETED", ["p1", "p2", "p3"])

@@ -34,7 +34,7 @@ from typing import Any
 from ._core import REQUESTS, Flow, adrive
 from .client import AsyncTaskSession, TaskSession
 from .errors import TaskStopped
-from .types import JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
+from .types import COMPLETED, JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
 
 Evidence = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any] | None]
 KeyRule = str | Callable[[Mapping[str, Any]], str]
@@ -126,6 +126,8 @@ def data_hash(data: Any) -> str:
 def stop_text(report: Mapping[str, Any]) -> str:
     """The final message a framework run ends with when the guard stopped the task."""
     state, reason, code = report.get("state"), report.get("reason"), report.get("code")
+    if state == COMPLETED:
+        return f"Loopwarden: the task is {state}/{reason}; nothing more to do."
     text = f"Loopwarden stopped this task: {state}/{reason}"
     if code:
         text += f" ({code})"
