@@ -258,3 +258,11 @@ def test_setup_refuses_a_keyless_write_and_an_unknown_tool(session):
         guard_agent(agent, session(), tools={"pay": "write"})
     with pytest.raises(ValueError, match="does not have"):
         guard_agent(agent, session(), tools={"refund": write(key="r-{order}")})
+
+
+def test_run_sync_is_guarded_with_a_sync_session(lw, session, unique):
+    tools, s = Tools(), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "7.00"})
+    _, agent = guarded([[pay], [pay], "paid"], tools, s)
+    assert Runner.run_sync(agent, "go").final_output == "paid"
+    assert tools.ran == ["pay"] and tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
