@@ -24,21 +24,8 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ._core import (
-    Api,
-    DecisionHook,
-    Flow,
-    Request,
-    adrive,
-    drive,
-    http_options,
-    parse_response,
-    run_flow,
-    throttle_delay,
-    tool_flow,
-    usage_flow,
-    warn_at_caller,
-)
+from ._core import Api, DecisionHook, Request, http_options, parse_response, throttle_delay
+from ._flows import Flow, adrive, drive, run_flow, tool_flow, usage_flow, warn_at_caller
 from .types import JSON, ModelCall, Plan, ToolOutcome
 
 

@@ -31,7 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._core import REQUESTS, Flow, adrive
+from ._core import REQUESTS
+from ._flows import Flow, adrive
 from .client import AsyncTaskSession, TaskSession
 from .errors import TaskStopped
 from .types import COMPLETED, JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
