@@ -24,9 +24,14 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, ToolMessage
+try:
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain.agents.middleware.types import ExtendedModelResponse
+    from langchain_core.messages import AIMessage, ToolMessage
+except ImportError as exc:  # the extra is missing: say which one
+    raise ImportError(
+        f"{__name__} needs the 'langchain' extra: pip install 'loopwarden-client[langchain]'"
+    ) from exc
 
 from .client import AsyncTaskSession, TaskSession
 from .guard import Evidence, Guard, ToolSpec, jsonable

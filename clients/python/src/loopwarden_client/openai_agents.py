@@ -27,18 +27,24 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from agents.exceptions import AgentsException
-from agents.models.multi_provider import MultiProvider
-from agents.tool import set_function_tool_failure_error_function
-from openai.types.responses import (
-    Response,
-    ResponseCompletedEvent,
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
+try:
+    from agents.exceptions import AgentsException
+    from agents.models.multi_provider import MultiProvider
+    from agents.tool import set_function_tool_failure_error_function
+    from openai.types.responses import (
+        Response,
+        ResponseCompletedEvent,
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
 
-from agents import Agent, FunctionTool, Model, ModelResponse, Usage
+    from agents import Agent, FunctionTool, Model, ModelResponse, Usage
+except ImportError as exc:  # the extra is missing: say which one
+    raise ImportError(
+        f"{__name__} needs the 'openai-agents' extra: "
+        f"pip install 'loopwarden-client[openai-agents]'"
+    ) from exc
 
 from .client import AsyncTaskSession, TaskSession
 from .errors import TaskStopped

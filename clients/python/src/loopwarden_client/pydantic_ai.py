@@ -22,8 +22,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+try:
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+except ImportError as exc:  # the extra is missing: say which one
+    raise ImportError(
+        f"{__name__} needs the 'pydantic-ai' extra: pip install 'loopwarden-client[pydantic-ai]'"
+    ) from exc
 
 from .client import AsyncTaskSession, TaskSession
 from .guard import Evidence, Guard, ToolSpec, jsonable
