@@ -101,7 +101,8 @@ def test_the_client_example_runs_as_written_outside_the_repository(
 
     def run(extra: dict[str, str]) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-P", str(script)]  # no repository on sys.path, cwd=workdir, env={**env, **extra},
+            # -P: the repository is not on sys.path; the client comes from its distribution.
+            [sys.executable, "-P", str(script)], cwd=workdir, env={**env, **extra},
             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         )  # fmt: skip
 

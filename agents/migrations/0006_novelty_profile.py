@@ -26,7 +26,7 @@ def keep_profile(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0004_task_pending"),
+        ("agents", "0005_issue8_guard_holes"),
     ]
 
     operations = [
