@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path
 
 from loopwarden.metrics_endpoint import metrics_view
@@ -11,3 +13,9 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("", include("console.urls")),
 ]
+
+# `./dev run` serves with gunicorn, which has no static file handler of its own: under DEBUG the
+# console's CSS and scripts come from the staticfiles finders (no collectstatic needed). In
+# production a reverse proxy serves STATIC_ROOT (see the README); the list is empty then.
+if settings.DEBUG:
+    urlpatterns += staticfiles_urlpatterns()

@@ -1,0 +1,93 @@
+"""The SQL statements one decision issues on the ALLOW/EXECUTE path, counted (not estimated):
+each statement a decision issues divides the number of agents one database can serve, so a
+regression fails here rather than in a benchmark nobody runs. SAVEPOINTs are left out: they
+exist only because the test runs inside a transaction (in production the request's
+transaction is BEGIN/COMMIT, sent by the driver, not as statements of their own)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents.models import ModelPrice, ToolPolicy
+from tests.api.helpers import evidence, gate, new_task, report, request_tool, settle
+
+# Statements per decision kind. Before the lean hot path (issue 11) they were, on SQLite:
+# gate 10, usage 8, read tool request 6, write tool request 9, read result 5, write result 7.
+MOST = {"gate": 10, "usage": 8, "read": 6, "write": 9, "read_result": 5, "write_result": 7}
+
+
+def statements(call, *args, **kwargs):
+    with CaptureQueriesContext(connection) as captured:
+        answer = call(*args, **kwargs)
+    sql = [q["sql"] for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]]
+    return answer, sql
+
+
+@pytest.fixture
+def running_task(agent_api):
+    """A task past its first decisions (the day row exists, the token was used recently)."""
+    ModelPrice.objects.create(
+        model="*", input_per_million=Decimal("3"), output_per_million=Decimal("15")
+    )
+    ToolPolicy.objects.create(tool="search", ignore_fields=["request_id"])
+    task = new_task(agent_api)["id"]
+    allowed = gate(agent_api, task, model="m", est_prompt_tokens=100, max_output_tokens=50)
+    settle(agent_api, task, allowed["model_call"])
+    return task
+
+
+def test_a_model_call_gate_that_allows(agent_api, running_task):
+    answer, sql = statements(gate, agent_api, running_task, model="m", est_prompt_tokens=100,
+                             max_output_tokens=50)  # fmt: skip
+
+    assert answer["decision"] == "ALLOW"
+    assert len(sql) <= MOST["gate"], "\n".join(sql)
+
+
+def test_a_usage_report(agent_api, running_task):
+    allowed = gate(agent_api, running_task, model="m", est_prompt_tokens=100, max_output_tokens=50)
+
+    answer, sql = statements(settle, agent_api, running_task, allowed["model_call"])
+
+    assert answer["decision"] == "CONTINUE"
+    assert len(sql) <= MOST["usage"], "\n".join(sql)
+
+
+def test_a_read_tool_request_that_executes(agent_api, running_task):
+    answer, sql = statements(request_tool, agent_api, running_task, "search", {"q": "invoices"})
+
+    assert answer["decision"] == "EXECUTE"
+    assert len(sql) <= MOST["read"], "\n".join(sql)
+
+
+def test_a_write_tool_request_that_claims_its_key(agent_api, running_task):
+    answer, sql = statements(request_tool, agent_api, running_task, "send_email", {"to": "a"},
+                             "write", operation_key="invoice-1")  # fmt: skip
+
+    assert answer["decision"] == "EXECUTE"
+    assert len(sql) <= MOST["write"], "\n".join(sql)
+
+
+def test_a_read_result_that_continues(agent_api, running_task):
+    call = request_tool(agent_api, running_task, "search", {"q": "invoices"})["tool_call"]
+
+    answer, sql = statements(report, agent_api, running_task, call, data={"rows": 3},
+                             evidence=evidence(1))  # fmt: skip
+
+    assert answer["decision"] == "CONTINUE"
+    assert len(sql) <= MOST["read_result"], "\n".join(sql)
+
+
+def test_a_write_result_that_commits(agent_api, running_task):
+    call = request_tool(agent_api, running_task, "send_email", {"to": "a"}, "write",
+                        operation_key="invoice-1")["tool_call"]  # fmt: skip
+
+    answer, sql = statements(report, agent_api, running_task, call,
+                             evidence=evidence(1, committed=True))  # fmt: skip
+
+    assert answer["decision"] == "CONTINUE"
+    assert len(sql) <= MOST["write_result"], "\n".join(sql)
