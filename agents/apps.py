@@ -26,6 +26,10 @@ class AgentsConfig(AppConfig):
         from agents.services.signin import record_lockout
 
         post_migrate.connect(_after_migrate, sender=self)
+        from agents.services import catalog
+
+        # A changed price or tool policy is seen by every worker at its next decision.
+        catalog.connect()
         # A sign-in lockout goes in the audit log (django-axes decides it).
         user_locked_out.connect(record_lockout, dispatch_uid="loopwarden-signin-lockout")
         from agents import metrics  # imports models: only once the app registry is ready

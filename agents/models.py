@@ -442,6 +442,18 @@ class ModelPrice(models.Model):
         ordering = ["model"]
 
 
+class CatalogVersion(models.Model):
+    """One row whose number changes whenever an admin changes a price or a tool policy.
+
+    Every web process keeps those tables in memory (`agents.services.catalog`) and reads this
+    number inside the statement that locks the task, so a change is seen by every worker at
+    its next decision without a statement of its own. No row (a fresh or flushed database)
+    reads as None, which is a version too.
+    """
+
+    number = models.BigIntegerField(default=0)
+
+
 class Notification(models.Model):
     """An operator notification about one phase of a task (NEEDS_HUMAN, spend cap).
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
 from datetime import date
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
-from django.db.models import F
+from django.db import connection
 
 from agents.errors import NotFound
 from agents.guard import core
 from agents.guard import types as g
-from agents.models import Agent, AgentDay, ModelPrice, Task
+from agents.models import Agent, AgentDay, Task
+from agents.services import catalog
+from agents.services.catalog import Catalog
 
 
 def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
@@ -23,14 +26,53 @@ def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
     every other locker, but lets other transactions insert rows that reference the task
     (events, trace rows) without waiting for it. An agent only sees its own tasks: another
     agent's task is answered like a missing one.
+
+    One statement: the same SELECT reads the agent's flags (paused, daily cap; the agent row
+    is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
+    flags are as of the statement's start, like any read that races an operator's pause: a
+    request that starts after the pause committed sees it.
     """
-    query = Task.objects.select_for_update(no_key=True)
+    query = (
+        Task.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("agent")
+        .annotate(catalog_version=catalog.version_subquery())
+    )
     if agent is not None:
         query = query.filter(agent=agent)
     try:
-        return query.get(pk=task_id)
+        task = query.get(pk=task_id)
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
+    # What the row held when locked, so saving it writes only the columns that changed.
+    task._as_locked = {
+        name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS
+    }  # type: ignore[attr-defined]
+    return task
+
+
+_SAVED_FIELDS = tuple(
+    f.attname for f in Task._meta.concrete_fields if not f.primary_key and f.name != "updated_at"
+)
+
+
+def save_task(task: Task) -> None:
+    """Write the columns a decision changed (all of them for a row `lock_task` did not load):
+    an UPDATE of the whole row would rewrite the goal text and the window on every call."""
+    locked = getattr(task, "_as_locked", None)
+    if locked is None:
+        task.save()
+        return
+    changed = [name for name in _SAVED_FIELDS if getattr(task, name) != locked[name]]
+    if changed:
+        task.save(update_fields=[*changed, "updated_at"])
+        task._as_locked.update(  # type: ignore[attr-defined]
+            {name: copy.deepcopy(getattr(task, name)) for name in changed}
+        )
+
+
+def catalog_of(task: Task) -> Catalog:
+    """Prices and tool policies as of the version `lock_task` read with the lock."""
+    return catalog.catalog_at(getattr(task, "catalog_version", None))
 
 
 def next_seq(task: Task) -> int:
@@ -38,30 +80,21 @@ def next_seq(task: Task) -> int:
     return task.trace_seq
 
 
-def price_row(model: str) -> ModelPrice | None:
-    """The model's price row, else the "*" row, else None (the model is free)."""
-    rows = {row.model: row for row in ModelPrice.objects.filter(model__in=[model or "*", "*"])}
-    return rows.get(model) or rows.get("*")
-
-
-def price_of(model: str) -> tuple[Decimal, Decimal]:
-    row = price_row(model)
+def cost_of(prices: Catalog, model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    row = catalog.price_row(prices, model)
     if row is None:
-        return Decimal(0), Decimal(0)
-    return row.input_per_million, row.output_per_million
-
-
-def cost_of(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
-    per_in, per_out = price_of(model)
-    return core.token_cost(per_in, per_out, prompt_tokens, completion_tokens)
+        return Decimal(0)
+    return core.token_cost(
+        row.input_per_million, row.output_per_million, prompt_tokens, completion_tokens
+    )
 
 
 def model_estimate(
-    model: str, prompt_tokens: int, output_tokens: int, limits: g.Limits
+    prices: Catalog, model: str, prompt_tokens: int, output_tokens: int, limits: g.Limits
 ) -> tuple[int, Decimal]:
     """(tokens, cost) a gate reserves: the caller's estimate, else the model's default in the
     price table, else the task's profile default (the rule is `core.model_estimate`)."""
-    row = price_row(model)
+    row = catalog.price_row(prices, model)
     return core.model_estimate(
         prompt_tokens=prompt_tokens,
         output_tokens=output_tokens,
@@ -72,23 +105,42 @@ def model_estimate(
     )
 
 
-def lock_agent_day(agent_id: int, day: date) -> AgentDay:
-    """The agent's money row for `day`, locked. Taken after the task lock, never before."""
-    AgentDay.objects.bulk_create([AgentDay(agent_id=agent_id, day=day)], ignore_conflicts=True)
-    return AgentDay.objects.select_for_update().get(agent_id=agent_id, day=day)
+def agent_view(agent: Agent, spent_today: Decimal = Decimal(0)) -> g.AgentView:
+    """The core's view of the agent: pass the `task.agent` that `lock_task` joined."""
+    return g.AgentView(
+        paused=agent.paused, daily_cap=agent.daily_cost_cap, spent_today=spent_today
+    )
 
 
-def agent_view(agent_id: int, day_row: AgentDay | None) -> g.AgentView:
-    paused, cap = Agent.objects.filter(pk=agent_id).values_list("paused", "daily_cost_cap").get()
-    spent = (day_row.spent + day_row.reserved) if day_row else Decimal(0)
-    return g.AgentView(paused=paused, daily_cap=cap, spent_today=spent)
+_MONEY = AgentDay._meta.get_field("spent")
 
 
 def move_day_money(
     agent_id: int, day: date, *, reserved: Decimal = Decimal(0), spent: Decimal = Decimal(0)
-) -> None:
-    """Add to (or, with negatives, release from) an agent day's reserved and spent money."""
-    AgentDay.objects.bulk_create([AgentDay(agent_id=agent_id, day=day)], ignore_conflicts=True)
-    AgentDay.objects.filter(agent_id=agent_id, day=day).update(
-        reserved=F("reserved") + reserved, spent=F("spent") + spent
-    )
+) -> Decimal:
+    """Add to (or, with negatives, release from) an agent day's reserved and spent money, and
+    answer the day's total (spent + reserved) after the change.
+
+    One statement, an upsert: it creates the day's row if missing, and its row lock (held to
+    the end of the transaction) serializes every change to the agent's day, so racing gates
+    each see the others' reservations. Taken after the task lock, never before.
+    """
+    table = AgentDay._meta.db_table
+    cast = "CAST(%s AS NUMERIC)" if connection.vendor == "sqlite" else "%s"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            # The inserted row holds what it can (a release has nothing to release from; the
+            # CHECK constraints test the proposed row before the conflict is seen).
+            f"INSERT INTO {table} (agent_id, day, spent, reserved) VALUES (%s, %s, {cast}, {cast}) "
+            f"ON CONFLICT (agent_id, day) DO UPDATE SET "
+            f"spent = {table}.spent + {cast}, reserved = {table}.reserved + {cast} "
+            f"RETURNING spent, reserved",
+            [agent_id, day, max(spent, Decimal(0)), max(reserved, Decimal(0)), spent, reserved],
+        )
+        day_spent, day_reserved = cursor.fetchone()
+    return _money(day_spent) + _money(day_reserved)
+
+
+def _money(value) -> Decimal:
+    quantum = Decimal(1).scaleb(-_MONEY.decimal_places)
+    return Decimal(str(value)).quantize(quantum)

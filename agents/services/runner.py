@@ -17,16 +17,17 @@ from django.utils import timezone
 from agents.errors import Conflict, NotFound
 from agents.guard import core
 from agents.guard import types as g
-from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
+from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall
 from agents.services import hooks
 from agents.services.common import (
     agent_view,
+    catalog_of,
     cost_of,
-    lock_agent_day,
     lock_task,
     model_estimate,
     move_day_money,
     next_seq,
+    save_task,
 )
 from agents.services.snapshot import (
     apply_state,
@@ -42,7 +43,7 @@ def _finish_decision(task: Task, state: g.TaskState, outcome: g.Outcome, now, ac
         close_phase_and_report(task, state, now, actor=actor)
     else:
         apply_state(task, state)
-    task.save()
+    save_task(task)
 
 
 def model_call_gate(
@@ -59,18 +60,27 @@ def model_call_gate(
     the task, and the money on the agent's day, before ALLOW is answered, so racing gates
     cannot overspend together. A gate without an estimate reserves the model's default from
     the price table, else the task's profile default.
+
+    The day's money is reserved first and decided after, in one upsert whose row lock
+    serializes the agent's gates: the day total it answers, less this estimate, is exactly what
+    the rule would have read from the locked row; a gate that does not allow gives it back.
     """
     now = timezone.now()
     with transaction.atomic():
         task = lock_task(task_id, agent=agent)
         state = to_state(task)
-        tokens, estimate = model_estimate(model, est_prompt_tokens, max_output_tokens, state.limits)
-        day = lock_agent_day(agent.pk, now.date()) if not task.terminal else None
+        tokens, estimate = model_estimate(
+            catalog_of(task), model, est_prompt_tokens, max_output_tokens, state.limits
+        )
+        day = None if task.terminal else now.date()
+        spent_today = Decimal(0)
+        if day is not None:
+            spent_today = move_day_money(agent.pk, day, reserved=estimate) - estimate
         reserved_before = state.tokens_reserved
         outcome = core.gate_model_call(
             state,
             g.ModelCallRequest(estimate_cost=estimate, estimate_tokens=tokens),
-            agent_view(agent.pk, day),
+            agent_view(task.agent, spent_today),
             now,
         )
         allowed = outcome.decision == g.ALLOW
@@ -87,11 +97,13 @@ def model_call_gate(
             reserved_cost=estimate if allowed else Decimal(0),
             reserved_tokens=state.tokens_reserved - reserved_before if allowed else 0,
         )
-        if allowed:
-            # On the day the call row records: the usage report and the reservation sweep
-            # release it from `call.created_at`'s day, which is after `now` by a few
-            # microseconds and so, at midnight, can be the next day.
-            move_day_money(agent.pk, call.created_at.date(), reserved=estimate)
+        if day is not None and (not allowed or call.created_at.date() != day):
+            move_day_money(agent.pk, day, reserved=-estimate)
+            if allowed:
+                # On the day the call row records: the usage report and the reservation
+                # sweep release it from `call.created_at`'s day, which is after `now` by a
+                # few microseconds and so, at midnight, can be the next day.
+                move_day_money(agent.pk, call.created_at.date(), reserved=estimate)
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "model_call", outcome, model_call=call)
     return task, call, outcome
@@ -115,7 +127,7 @@ def model_call_usage(
     with transaction.atomic():
         task = lock_task(task_id, agent=agent)
         call = _allowed_model_call(task, model_call_id)
-        actual = cost_of(call.model, prompt_tokens, completion_tokens)
+        actual = cost_of(catalog_of(task), call.model, prompt_tokens, completion_tokens)
         # A reservation the sweep already charged as reserved is not charged twice.
         reserved = Decimal(0) if call.expired else call.reserved_cost
         charged = max(actual - call.reserved_cost, Decimal(0)) if call.expired else actual
@@ -143,7 +155,8 @@ def model_call_usage(
         call.signature = signature
         call.tool_calls = tool_calls
         call.settled_at = now
-        call.save()
+        call.save(update_fields=["prompt_tokens", "completion_tokens", "cost", "signature",
+                                 "tool_calls", "settled_at"])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "usage", outcome, model_call=call)
     return task, outcome
@@ -205,19 +218,19 @@ def _tool_call_request_once(
     *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id
 ) -> tuple[Task, ToolCall, g.Outcome]:
     now = timezone.now()
-    policy = ToolPolicy.objects.filter(tool=tool).first()
-    request = g.ToolRequest(
-        tool=tool,
-        args=args,
-        effect=effect,
-        operation_key=operation_key or None,
-        job_id=job_id or None,
-        ignore_fields=list(policy.ignore_fields) if policy else [],
-        near_duplicate_threshold=policy.near_duplicate_threshold if policy else None,
-    )
     try:
         with transaction.atomic():
             task = lock_task(task_id, agent=agent)
+            policy = catalog_of(task).policies.get(tool)
+            request = g.ToolRequest(
+                tool=tool,
+                args=args,
+                effect=effect,
+                operation_key=operation_key or None,
+                job_id=job_id or None,
+                ignore_fields=list(policy.ignore_fields) if policy else [],
+                near_duplicate_threshold=policy.near_duplicate_threshold if policy else None,
+            )
             if (
                 model_call_id is not None
                 and not task.model_call_rows.filter(pk=model_call_id).exists()
@@ -241,7 +254,7 @@ def _tool_call_request_once(
                     and operation.lease_expires_at > now,
                     result=operation.result,
                 )
-            outcome = core.request_tool(state, request, view, agent_view(agent.pk, None), now)
+            outcome = core.request_tool(state, request, view, agent_view(task.agent), now)
             _, args_text = request.identity if outcome.fingerprint else ("", "")
             call = ToolCall(
                 task=task,
@@ -381,7 +394,10 @@ def tool_call_result(
         call.result_reason = outcome.reason or ""
         call.revision_after = state.revision
         call.reported_at = now
-        call.save()
+        call.save(update_fields=[
+            "result_kind", "result_code", "result_data", "result_error", "evidence",
+            "duration_ms", "result_decision", "result_reason", "revision_after", "reported_at",
+        ])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "tool_result", outcome, tool_call=call)
     return task, call, outcome
