@@ -71,6 +71,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Only under `manage.py bench` (it removes itself otherwise): counts each request's SQL.
+    "agents.api.bench.StatementCountMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "loopwarden.middleware.RefuseUnstorableUrlMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -10,7 +10,8 @@ Routed only when DEBUG is on or LOOPWARDEN_BENCH=true (the bench sets it for its
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import transaction
+from django.core.exceptions import MiddlewareNotUsed
+from django.db import connection, transaction
 from django.urls import path
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -38,3 +39,32 @@ def enabled() -> bool:
 urlpatterns = (
     [path("_bench/baseline", Baseline.as_view(), name="api-bench-baseline")] if enabled() else []
 )
+
+
+class StatementCountMiddleware:
+    """Under `manage.py bench` only (LOOPWARDEN_BENCH=true): every answer says in a header how
+    many SQL statements its request issued, so the bench prints counted figures per decision
+    kind rather than estimates. Anywhere else it removes itself at start."""
+
+    header = "X-Loopwarden-Statements"
+
+    def __init__(self, get_response):
+        if not env_bool("LOOPWARDEN_BENCH", False):
+            raise MiddlewareNotUsed
+        self.get_response = get_response
+
+    def __call__(self, request):
+        count = 0
+
+        def counted(execute, sql, params, many, context):
+            nonlocal count
+            # Transaction control is not counted: SQLite's driver sends BEGIN as a statement,
+            # PostgreSQL's does not, and the figures should compare.
+            if not sql.lstrip().upper().startswith(("BEGIN", "SAVEPOINT", "RELEASE")):
+                count += 1
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(counted):
+            response = self.get_response(request)
+        response[self.header] = str(count)
+        return response

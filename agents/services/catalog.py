@@ -67,7 +67,7 @@ def price_row(catalog: Catalog, model: str) -> ModelPrice | None:
     return catalog.prices.get(model) or catalog.prices.get("*")
 
 
-def bump(**_kwargs) -> None:
+def bump(*, using: str = "default", **_kwargs) -> None:
     """A price or policy changed: give the catalog a new version (in the changing transaction).
 
     A random number, not a counter: a counter restarts after its row is lost (a restored or
@@ -75,9 +75,10 @@ def bump(**_kwargs) -> None:
     never reload them.
     """
     number = secrets.randbits(62)
-    if not CatalogVersion.objects.filter(pk=1).update(number=number):
-        CatalogVersion.objects.bulk_create([CatalogVersion(pk=1, number=0)], ignore_conflicts=True)
-        CatalogVersion.objects.filter(pk=1).update(number=number)
+    versions = CatalogVersion.objects.using(using)
+    if not versions.filter(pk=1).update(number=number):
+        versions.bulk_create([CatalogVersion(pk=1, number=0)], ignore_conflicts=True)
+        versions.filter(pk=1).update(number=number)
 
 
 def connect() -> None:

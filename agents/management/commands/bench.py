@@ -15,10 +15,22 @@ HTTP, through the thin client, as agents see it:
    be near 1. Measured twice: in evidence mode (the verifier's revision is progress) and in
    novelty mode (every step's data is new; the long task has seen one data hash per step, kept
    in their own table), where the ratio should stay near 1 too (at most 1.1).
+4. A tool request plus its result through the thin client on one kept-alive connection, against
+   the same pair on a new connection per request (the server is gunicorn with the repository's
+   gunicorn.conf.py, as `./dev run` serves).
+5. A soak: `--soak-agents` agents for a fixed count of decisions; its p99, then a check that
+   every task's counters equal the decisions recorded in its trace (the differential is zero).
+
+Every decision's SQL statements are counted by the server (`StatementCountMiddleware`, on under
+the bench only) and printed per decision kind next to its latency. The throughput phase runs
+once per `--agents` count (8 and 32 by default). `--database-url sqlite:///...` runs it all on
+the embedded default, and the report says which database it measured. `--quick` is a bounded
+run (seconds, not minutes) for a machine without CI.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -47,8 +59,27 @@ ROUNDS_PER_TASK = 15  # under the default limits: 20 model calls, 20 executions,
 DECISIONS = ("gate", "usage", "tool", "result", "finish")
 PERCENTILE_HEADS = f"{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
 ROOT = Path(__file__).resolve().parents[3]
+STATEMENTS_HEADER = "x-loopwarden-statements"
 
 Samples = dict[str, list[float]]
+
+# The statement count of the last answer each thread's client received.
+_last_answer = threading.local()
+
+
+class CountingTransport(httpx.HTTPTransport):
+    """The thin client's transport, noting the server's statement count of every answer."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        count = response.headers.get(STATEMENTS_HEADER)
+        _last_answer.statements = int(count) if count is not None else None
+        return response
+
+
+def bench_client(api: str, token: str) -> Client:
+    """The thin client as agents use it: one httpx client, connections kept alive."""
+    return Client(api, token, timeout=60, transport=CountingTransport())
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -65,12 +96,21 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--agents", type=int, default=8, help="concurrent simulated agents")
+        parser.add_argument("--agents", default="8,32",
+                            help="concurrent simulated agents, one throughput phase per count")
+        parser.add_argument("--soak-agents", type=int, default=32, help="agents in the soak")
+        parser.add_argument("--soak-decisions", type=int, default=6000,
+                            help="decisions the soak makes in all (0: no soak)")
+        parser.add_argument("--pairs", type=int, default=50,
+                            help="tool request + result pairs per keep-alive measure")
+        parser.add_argument("--quick", action="store_true",
+                            help="a bounded run: 5 s phases, short traces, a small soak")
         parser.add_argument("--seconds", type=float, default=10.0, help="per throughput phase")
         parser.add_argument(
             "--database-url",
             default="postgres://postgres@127.0.0.1:5432/loopwarden_bench",
-            help="a PostgreSQL database of its own (created and migrated if missing)",
+            help="a PostgreSQL database of its own (created and migrated if missing), or "
+            "sqlite:///path for the embedded default",
         )
         parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
         parser.add_argument("--threads", type=int, default=1, help="threads per worker")
@@ -81,15 +121,26 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         url = opts["database_url"]
-        if not url.startswith(("postgres://", "postgresql://")):
-            raise CommandError("the bench needs PostgreSQL: --database-url postgres://...")
-        if opts["agents"] < 1 or opts["seconds"] <= 0 or opts["samples"] < 1:
+        sqlite = url.startswith("sqlite:///")
+        if not sqlite and not url.startswith(("postgres://", "postgresql://")):
+            raise CommandError("--database-url: postgres://... or sqlite:///path")
+        try:
+            counts = [int(n) for n in str(opts["agents"]).split(",")]
+        except ValueError:
+            raise CommandError("--agents: counts separated by commas, e.g. 8,32") from None
+        if opts["quick"]:
+            opts.update(seconds=min(opts["seconds"], 5.0), samples=min(opts["samples"], 10),
+                        trace_length=min(opts["trace_length"], 500), pairs=min(opts["pairs"], 10),
+                        soak_decisions=min(opts["soak_decisions"], 640))  # fmt: skip
+        if min(counts) < 1 or opts["seconds"] <= 0 or opts["samples"] < 1:
             raise CommandError("--agents, --seconds and --samples must be positive")
+        opts["database"] = "SQLite (the embedded default)" if sqlite else "PostgreSQL"
         self.say(f"database {url}: creating if missing, migrating")
-        ensure_database(url)
+        if not sqlite:
+            ensure_database(url)
         migrate(url)
         use_database(url)
-        tokens = prepare_agents(opts["agents"])
+        tokens = prepare_agents(max([*counts, opts["soak_agents"]]))
         opts["load_before"] = os.getloadavg()[0]
         from tests.live import gunicorn_server  # the launcher the concurrency tests use
 
@@ -100,21 +151,36 @@ class Command(BaseCommand):
                              env=env) as server:  # fmt: skip
             self.say(f"gunicorn at {server.url}: {opts['workers']} workers x "
                      f"{opts['threads']} threads; warming up")  # fmt: skip
-            drive_agents(server.api, tokens, 1.0)
-            drive_baseline(server.api, tokens, 1.0)
-            self.say(f"{opts['agents']} agents for {opts['seconds']:g} s")
-            decisions = drive_agents(server.api, tokens, opts["seconds"])
-            self.say(f"baseline, {opts['agents']} threads for {opts['seconds']:g} s")
-            baseline = drive_baseline(server.api, tokens, opts["seconds"])
+            drive_agents(server.api, tokens[: counts[0]], 1.0)
+            drive_baseline(server.api, tokens[: counts[0]], 1.0)
+            phases = []
+            for count in counts:
+                self.say(f"{count} agents for {opts['seconds']:g} s")
+                decisions = drive_agents(server.api, tokens[:count], opts["seconds"])
+                self.say(f"baseline, {count} threads for {opts['seconds']:g} s")
+                baseline = drive_baseline(server.api, tokens[:count], opts["seconds"])
+                phases.append((count, decisions, baseline))
             self.say(f"trace length 10 vs {opts['trace_length']}, {opts['samples']} rounds each")
             short, long, one_by_one = trace_latency(server.api, tokens[0], opts["trace_length"],
                                                     opts["samples"])  # fmt: skip
             self.say("the same in novelty mode")
             novelty = trace_latency(server.api, tokens[0], opts["trace_length"], opts["samples"],
                                     novelty=True)  # fmt: skip
+            self.say(f"keep-alive: {opts['pairs']} tool request + result pairs, twice")
+            pairs = keepalive_pairs(server.api, tokens[0], opts["pairs"])
+            soak = None
+            if opts["soak_decisions"] > 0:
+                self.say(f"soak: {opts['soak_agents']} agents, {opts['soak_decisions']} decisions")
+                soak = drive_soak(server.api, tokens[: opts["soak_agents"]],
+                                  opts["soak_decisions"])  # fmt: skip
         opts["load_after"] = os.getloadavg()[0]
-        self.report(opts, decisions, baseline, short, long, one_by_one)
+        for count, decisions, baseline in phases:
+            opts["agents"] = count
+            self.report(opts, decisions, baseline, short, long, one_by_one)
         self.report_novelty(opts, *novelty)
+        self.report_pairs(*pairs)
+        if soak is not None:
+            self.report_soak(opts, soak)
 
     def say(self, text: str) -> None:
         self.stderr.write(f"bench: {text}")
@@ -130,7 +196,7 @@ class Command(BaseCommand):
     ) -> None:
         out = self.stdout.write
         out("")
-        out(f"Loopwarden bench: PostgreSQL, gunicorn {opts['workers']} workers x "
+        out(f"Loopwarden bench: {opts['database']}, gunicorn {opts['workers']} workers x "
             f"{opts['threads']} threads, DB_CONN_MAX_AGE={opts['conn_max_age']}, "
             f"LOG_LEVEL={opts['log_level']}, {os.cpu_count()} CPUs")  # fmt: skip
         out(f"machine load (1-min average, other processes included): "
@@ -149,10 +215,16 @@ class Command(BaseCommand):
         out(row("baseline: 1-row UPDATE", base, baseline.seconds))
         rate = len(every) / decisions.seconds
         base_rate = len(base) / baseline.seconds
-        out(ratio_row("decisions / baseline", every, base, f"{rate / base_rate:>10.2f}"))
+        if every and base:
+            out(ratio_row("decisions / baseline", every, base, f"{rate / base_rate:>10.2f}"))
         errors = decisions.errors + baseline.errors
         out(f"errors: {errors}   unexpected stops: {decisions.stops}   "
             f"tasks: {decisions.tasks}")  # fmt: skip
+        out("SQL statements per request, counted by the server (median, min-max):")
+        for name in (*DECISIONS, "baseline"):
+            counted = decisions.samples.get(f"{name}#sql") or baseline.samples.get(f"{name}#sql")
+            if counted:
+                out(f"  {name:<28}{statements_cell(counted)}")
         out("")
         out("latency one request at a time (one client, no queueing), interleaved:")
         head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
@@ -188,6 +260,36 @@ class Command(BaseCommand):
             ratio = percentile(long[name], 50) / percentile(short[name], 50)
             out(f"  {name:<28}p50 {percentile(short[name], 50):6.2f} -> "
                 f"{percentile(long[name], 50):6.2f} ms  (x{ratio:.2f})")  # fmt: skip
+
+
+    def report_pairs(self, kept: list[float], fresh: list[float]) -> None:
+        out = self.stdout.write
+        out("")
+        out("a tool request + its result through the thin client:")
+        head = f"{'connection':<30}{'pairs':>10}{'':>10}{PERCENTILE_HEADS}"
+        out(head)
+        out("-" * len(head))
+        out(row("one kept alive", kept))
+        out(row("a new one per request", fresh))
+        out(ratio_row("kept alive / new", kept, fresh))
+
+    def report_soak(self, opts: dict[str, Any], soak: Soak) -> None:
+        out = self.stdout.write
+        every = [ms for name in DECISIONS for ms in soak.run.samples.get(name, [])]
+        out("")
+        out(f"soak: {opts['soak_agents']} agents, {len(every)} decisions in "
+            f"{soak.run.seconds:.1f} s ({len(every) / soak.run.seconds:.1f}/s), "
+            f"{soak.run.tasks} tasks")  # fmt: skip
+        out(row("soak decisions", every, soak.run.seconds))
+        out(f"errors: {soak.run.errors}   unexpected stops: {soak.run.stops}   "
+            f"counter differential: {len(soak.differences)} tasks")  # fmt: skip
+        for line in soak.differences[:10]:
+            out(f"  {line}")
+
+
+def statements_cell(counted: list[float]) -> str:
+    ordered = sorted(int(n) for n in counted)
+    return f"{ordered[len(ordered) // 2]:>3}  ({ordered[0]}-{ordered[-1]})"
 
 
 def ratio_row(label: str, top: list[float], bottom: list[float], rate: str = "") -> str:
@@ -281,11 +383,16 @@ class Run:
 
 
 def timed(samples: Samples, name: str, call: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Call, noting the latency under `name` and the server's statement count under
+    `name#sql` (when the answer carried one)."""
+    _last_answer.statements = None
     started = time.perf_counter()
     try:
         return call(*args, **kw)
     finally:
         samples[name].append((time.perf_counter() - started) * 1000)
+        if getattr(_last_answer, "statements", None) is not None:
+            samples[f"{name}#sql"].append(_last_answer.statements)
 
 
 def one_round(
@@ -341,7 +448,7 @@ def drive_agents(api: str, tokens: list[str], seconds: float) -> Run:
     def agent(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
         errors = stops = tasks = 0
-        with Client(api, token, timeout=60) as client:
+        with bench_client(api, token) as client:
             while time.monotonic() < stop_at:
                 task_id = client.create_task("bench: export every invoice")["id"]
                 tasks += 1
@@ -368,7 +475,8 @@ def drive_baseline(api: str, tokens: list[str], seconds: float) -> Run:
         samples: Samples = defaultdict(list)
         errors = 0
         headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=api, headers=headers, timeout=60) as http:
+        with httpx.Client(base_url=api, headers=headers, timeout=60,
+                          transport=CountingTransport()) as http:  # fmt: skip
             while time.monotonic() < stop_at:
                 response = timed(samples, "baseline", http.post, "_bench/baseline")
                 errors += response.status_code != 200
@@ -446,7 +554,7 @@ def trace_latency(
     baseline: Samples = defaultdict(list)
     headers = {"Authorization": f"Bearer {token}"}
     with (
-        Client(api, token, timeout=60) as client,
+        bench_client(api, token) as client,
         httpx.Client(base_url=api, headers=headers, timeout=60) as http,
     ):
         long_task = client.create_task("bench: a very long task")["id"]
@@ -466,3 +574,112 @@ def trace_latency(
             for _ in range(4):  # as many as one round has decisions
                 timed(baseline, "baseline", http.post, "_bench/baseline")
     return short, long, baseline["baseline"]
+
+
+# -- keep-alive ---------------------------------------------------------------------------------
+
+
+def keepalive_pairs(api: str, token: str, pairs: int) -> tuple[list[float], list[float]]:
+    """Milliseconds per tool request + result: on one kept-alive connection, then with a new
+    connection (a new client) for every request."""
+
+    def pair(client: Client, task_id: str, n: int) -> None:
+        call = client.request_tool(task_id, "fetch_page", {"page": n})
+        client.report_result(task_id, call["tool_call"], "SUCCESS", data=page_data(n),
+                             evidence={"revision": n, "done": False})  # fmt: skip
+
+    def roomy_task(client: Client) -> str:
+        task_id = client.create_task("bench: keep-alive")["id"]
+        grow_trace(task_id, 0, pairs + 2)
+        return task_id
+
+    kept, fresh = [], []
+    with bench_client(api, token) as client:
+        task_id = roomy_task(client)
+        pair(client, task_id, 1)  # the connection is open before the clock starts
+        for n in range(2, pairs + 2):
+            started = time.perf_counter()
+            pair(client, task_id, n)
+            kept.append((time.perf_counter() - started) * 1000)
+        task_id = roomy_task(client)
+    for n in range(1, pairs + 1):
+        started = time.perf_counter()
+        with bench_client(api, token) as one:
+            call = one.request_tool(task_id, "fetch_page", {"page": n})
+        with bench_client(api, token) as one:
+            one.report_result(task_id, call["tool_call"], "SUCCESS", data=page_data(n),
+                              evidence={"revision": n, "done": False})  # fmt: skip
+        fresh.append((time.perf_counter() - started) * 1000)
+    return kept, fresh
+
+
+# -- soak ---------------------------------------------------------------------------------------
+
+
+class Soak:
+    def __init__(self, run: Run, differences: list[str]) -> None:
+        self.run = run
+        self.differences = differences
+
+
+def drive_soak(api: str, tokens: list[str], decisions: int) -> Soak:
+    """`decisions` decisions in all, shared by the agents (four per round), then every task's
+    counters compared with the rows of its trace."""
+    rounds_each = max(1, math.ceil(decisions / (4 * len(tokens))))
+    task_ids: list[str] = []
+    ids_lock = threading.Lock()
+
+    def agent(token: str, _stop_at: float, run: Run) -> None:
+        samples: Samples = defaultdict(list)
+        errors = stops = tasks = 0
+        done = 0
+        with bench_client(api, token) as client:
+            while done < rounds_each:
+                task_id = client.create_task("bench: soak")["id"]
+                with ids_lock:
+                    task_ids.append(task_id)
+                tasks += 1
+                try:
+                    for n in range(1, min(ROUNDS_PER_TASK, rounds_each - done) + 1):
+                        one_round(client, task_id, n, samples)
+                        done += 1
+                except TaskStopped:
+                    stops += 1
+                    done += 1
+                except (LoopwardenError, httpx.HTTPError):
+                    errors += 1
+                    done += 1
+        run.merge(samples, errors=errors, stops=stops, tasks=tasks)
+
+    run = for_seconds(agent, tokens, 0.0)
+    return Soak(run, counter_differences(task_ids))
+
+
+def counter_differences(task_ids: list[str]) -> list[str]:
+    """Tasks whose counters differ from their trace: model calls allowed, tool requests
+    answered, executions, tokens and money spent, reservations left open."""
+    from django.db.models import Count, Q, Sum
+
+    from agents.models import ModelCall, Task, ToolCall
+
+    differences = []
+    for task in Task.objects.using(ALIAS).filter(pk__in=task_ids):
+        calls = ModelCall.objects.using(ALIAS).filter(task=task).aggregate(
+            allowed=Count("id", filter=Q(decision=g.ALLOW)),
+            tokens=Sum("prompt_tokens", default=0) + Sum("completion_tokens", default=0),
+            cost=Sum("cost", default=Decimal(0)),
+        )
+        tools = ToolCall.objects.using(ALIAS).filter(task=task).aggregate(
+            requests=Count("id", filter=~Q(decision=g.STOP)),
+            executions=Count("id", filter=Q(decision=g.EXECUTE)),
+        )
+        expected = {
+            "model_calls": calls["allowed"], "tokens_used": calls["tokens"],
+            "cost_spent": calls["cost"], "tool_requests": tools["requests"],
+            "tool_executions": tools["executions"], "tokens_reserved": 0,
+            "cost_reserved": Decimal(0),
+        }  # fmt: skip
+        for name, value in expected.items():
+            if getattr(task, name) != value:
+                differences.append(f"task {task.pk}: {name} {getattr(task, name)} != {value}")
+    return differences
