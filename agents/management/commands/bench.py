@@ -225,13 +225,16 @@ class Command(BaseCommand):
             counted = decisions.samples.get(f"{name}#sql") or baseline.samples.get(f"{name}#sql")
             if counted:
                 out(f"  {name:<28}{statements_cell(counted)}")
+        if opts.get("one_by_one_shown"):
+            return
+        opts["one_by_one_shown"] = True
         out("")
         out("latency one request at a time (one client, no queueing), interleaved:")
         head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
         out(head)
         out("-" * len(head))
-        short_all = [ms for values in short.values() for ms in values]
-        long_all = [ms for values in long.values() for ms in values]
+        short_all = latencies(short)
+        long_all = latencies(long)
         out(row("decisions, 10 prior calls", short_all))
         out(row(f"decisions, {opts['trace_length']} prior calls", long_all))
         out(row("baseline: 1-row UPDATE", one_by_one))
@@ -251,8 +254,8 @@ class Command(BaseCommand):
         head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
         out(head)
         out("-" * len(head))
-        short_all = [ms for values in short.values() for ms in values]
-        long_all = [ms for values in long.values() for ms in values]
+        short_all = latencies(short)
+        long_all = latencies(long)
         out(row("decisions, 10 prior calls", short_all))
         out(row(f"decisions, {opts['trace_length']} prior calls", long_all))
         out(ratio_row(f"{opts['trace_length']} / 10 prior calls", long_all, short_all))
@@ -285,6 +288,11 @@ class Command(BaseCommand):
             f"counter differential: {len(soak.differences)} tasks")  # fmt: skip
         for line in soak.differences[:10]:
             out(f"  {line}")
+
+
+def latencies(samples: Samples) -> list[float]:
+    """Every latency in `samples` (not the statement counts filed beside them)."""
+    return [ms for name, values in samples.items() if "#" not in name for ms in values]
 
 
 def statements_cell(counted: list[float]) -> str:
