@@ -28,7 +28,8 @@ class ToolPolicyForm(forms.ModelForm):
     class Meta:
         model = ToolPolicy
         fields = [
-            "tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url", "redact_fields",
+            "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider",
+            "reconcile_url", "redact_fields",
         ]  # fmt: skip
         help_texts = {
             "ignore_fields": "A JSON list of argument paths the fingerprint leaves out, e.g. "
@@ -60,7 +61,9 @@ class ToolPolicyForm(forms.ModelForm):
 @admin.register(ToolPolicy)
 class ToolPolicyAdmin(admin.ModelAdmin):
     form = ToolPolicyForm
-    list_display = ["tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url"]
+    list_display = [
+        "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider", "reconcile_url",
+    ]  # fmt: skip
     search_fields = ["tool"]
 
 

@@ -10,7 +10,6 @@ meaning in a list), strings untouched (" a" and "a" are different arguments).
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 from decimal import Decimal
@@ -105,8 +104,3 @@ def action_signature(tool_calls: list[dict[str, Any]] | None) -> str:
 def data_hash(data: Any) -> str:
     """Hash of a tool result's data, for the novelty progress mode."""
     return sha256_hex(canonical_json(data))
-
-
-def similarity(a_args: str, b_args: str) -> float:
-    """0..1 similarity of two canonical args texts (difflib ratio), for near_duplicate."""
-    return difflib.SequenceMatcher(None, a_args, b_args).ratio()
