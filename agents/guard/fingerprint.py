@@ -94,11 +94,19 @@ def action_signature(tool_calls: list[dict[str, Any]] | None) -> str:
     """
     if not tool_calls:
         return ""
+    return sha256_hex(plan_text(tool_calls))
+
+
+def plan_text(tool_calls: list[dict[str, Any]] | None) -> str:
+    """The canonical text an action signature hashes ("" for no tool call): what the
+    repeated-output rule compares by similarity when a threshold is set."""
+    if not tool_calls:
+        return ""
     pairs = []
     for call in tool_calls:
         args = call.get("args")
         pairs.append([call.get("name"), {} if args is None else args])
-    return sha256_hex(canonical_json(pairs))
+    return canonical_json(pairs)
 
 
 def data_hash(data: Any) -> str:

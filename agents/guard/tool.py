@@ -21,6 +21,7 @@ from .transitions import (
     note_milestone,
     opening_checks,
     parse_evidence,
+    restart_streak,
 )
 from .types import (
     BLOCK,
@@ -260,7 +261,7 @@ def request_tool(
         task.polls += 1
         # A model that plans the same poll every round is waiting, not looping: the
         # repeated-output streak starts again (DESIGN.md section 4, check 8).
-        task.signatures.clear()
+        restart_streak(task)
     else:
         count = _window_count(task, fp)
         if count >= limits.max_same_call:
@@ -432,7 +433,7 @@ def report_result(
             task.blocked.clear()
             # Verified progress also restarts the repeated-output streak: the same plan
             # after a step forward is the next step, not the model stuck.
-            task.signatures.clear()
+            restart_streak(task)
         else:
             task.stagnant += 1
         task.window.append(

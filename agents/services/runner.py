@@ -36,6 +36,9 @@ from agents.services.snapshot import (
 )
 from ledger.models import Operation
 
+# How much of a plan or reflection the task row keeps for the repeated-output similarity rule.
+PLAN_CHARS = 2000
+
 
 def _finish_decision(task: Task, state: g.TaskState, outcome: g.Outcome, now, actor: str) -> None:
     if outcome.stopped_now:
@@ -132,6 +135,9 @@ def model_call_usage(
                 tokens=charged_tokens,
                 signature=signature,
                 reserved_tokens=reserved_tokens,
+                # Texts only matter to the similarity rule; capped so the row stays small.
+                plan_text=core.plan_text(tool_calls)[:PLAN_CHARS],
+                output_text=(output_text or "")[:PLAN_CHARS],
             ),
             now,
         )
