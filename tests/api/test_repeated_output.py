@@ -122,8 +122,8 @@ def test_with_a_threshold_two_similar_reflections_stop(agent_api):
     task = new_task(agent_api, limits={"near_duplicate_threshold": 0.9})
     answers = []
     for text in (
-        "Let me look at the refund policy once more.",
         "Let me look at the refund policy.",
+        "Let me look at the refund policy!",
     ):
         allowed = gate(agent_api, task["id"])
         answers.append(settle(agent_api, task["id"], allowed["model_call"], output_text=text))
