@@ -129,8 +129,10 @@ def _similar_output(task: TaskState, usage: UsageReport, threshold: float) -> bo
     task.plans.append(usage.plan_text if usage.signature else "")
     del task.plans[:-REPEATED_OUTPUT_RUN]
     plans = task.plans
-    if len(plans) == REPEATED_OUTPUT_RUN and all(plans) and all(
-        lexical(a, b) >= threshold for a, b in zip(plans, plans[1:], strict=False)
+    if (
+        len(plans) == REPEATED_OUTPUT_RUN
+        and all(plans)
+        and all(lexical(a, b) >= threshold for a, b in zip(plans, plans[1:], strict=False))
     ):
         return True
     previous, task.reflection = task.reflection, usage.output_text.strip()

@@ -28,13 +28,15 @@ EMBEDDING = "embedding"
 PROVIDERS = (LEXICAL, EMBEDDING)
 
 # Argument names (lowercased, "_" and "-" dropped) whose value says *where* a call reads, not
-# *what* it asks. Any difference in one of them is a real difference.
+# *what* it asks. Any difference in one of them is a real difference. A single `date` picks a
+# record like an id does (the weather on the 5th, then on the 12th); a range bound such as
+# `since` is not here: widening a range round after round is a nudge, not a new question.
 POSITION_FIELDS = frozenset(
     {
         "page", "pageno", "pagenumber", "pagenum", "pagetoken", "nextpagetoken", "cursor",
         "nextcursor", "after", "before", "startingafter", "endingbefore", "offset", "skip",
         "start", "marker", "continuationtoken", "nexttoken", "token", "id", "ids", "uuid",
-        "version", "rev", "revision", "etag", "sha", "commit", "ref",
+        "version", "rev", "revision", "etag", "sha", "commit", "ref", "date",
     }
 )  # fmt: skip
 
@@ -100,8 +102,11 @@ def _parsed(args_text: str) -> tuple[tuple[tuple[str, str], ...], frozenset[str]
 
 
 def _stem(word: str) -> str:
-    """A crude English stem: "refunds", "refunded", "refunding" all read "refund"."""
-    for suffix in ("ing", "ed", "es", "s"):
+    """A crude English stem: "refunds", "refunded", "refunding" all read "refund";
+    "configure", "configuring", "configuration" read "configur"; "retries" reads "retry"."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    for suffix in ("ation", "ing", "ed", "es", "s", "e"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
