@@ -53,3 +53,17 @@ def test_loop_eval_from_db_replays_the_labelled_stops(as_operator, stopped_task,
     text = out.getvalue()
     assert "1 traces from labelled tasks in the database: 0 loops, 1 legitimate" in text
     assert "lexical        0.50" in text
+
+
+def test_the_report_page_advises_the_recommended_threshold(as_operator, stopped_task):
+    from django.core.cache import cache
+
+    cache.clear()
+    page = as_operator.get("/reports/daily/").content.decode()
+
+    assert "near_duplicate_threshold</span> to <strong>0.50</strong>" in page
+    assert "0 stops operators labelled" in page
+
+    as_operator.post(f"/tasks/{stopped_task.pk}/label/", {"label": "real_loop"})
+    page = as_operator.get("/reports/daily/").content.decode()
+    assert "1 stops operators labelled" in page

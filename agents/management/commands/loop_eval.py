@@ -14,27 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents import loop_eval
-from agents.models import Task, ToolPolicy
-
-
-def traces_from_db() -> list[loop_eval.Trace]:
-    """Every labelled task as a trace: its tool requests in order, with what they returned."""
-    ignore = {p.tool: list(p.ignore_fields) for p in ToolPolicy.objects.all()}
-    traces = []
-    tasks = Task.objects.exclude(loop_label="").prefetch_related("tool_call_rows")
-    for task in tasks.order_by("created_at"):
-        calls = []
-        for row in sorted(task.tool_call_rows.all(), key=lambda r: r.seq):
-            call = {"tool": row.tool, "args": row.args, "ignore_fields": ignore.get(row.tool, [])}
-            if row.job_id:
-                call["job_id"] = row.job_id
-            if row.result_kind:
-                call["kind"] = row.result_kind
-                call["data"] = row.result_data
-            calls.append(call)
-        label = "loop" if task.loop_label == "real_loop" else "legit"
-        traces.append(loop_eval.Trace(str(task.pk), label, task.reason or "", calls))
-    return traces
+from agents.selectors import labelled_traces
 
 
 class Command(BaseCommand):
@@ -56,7 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         if options["from_db"]:
-            traces = traces_from_db()
+            traces = labelled_traces()
             source = "labelled tasks in the database"
         else:
             traces = loop_eval.load_traces(options["traces"])
