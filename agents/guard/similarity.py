@@ -115,7 +115,8 @@ def _stem(word: str) -> str:
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b) if len(a) <= len(b) else len(b & a)
+    return shared / (len(a) + len(b) - shared)
 
 
 def positions_differ(a_args: str, b_args: str) -> bool:
