@@ -208,6 +208,8 @@ def chart_svg(rows: list[Row], best: Row | None) -> str:
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{color}"/>')
         parts.append(f'<text x="{x + 6:.1f}" y="{y - 6:.1f}">{r.threshold:.2f}</text>')
     if best is not None:
+        x, y = xy(best.recall, best.precision)
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" fill="#dc2626"/>')
         parts.append(
             f'<text x="{pad + 8}" y="{pad + 12}" fill="#dc2626">recommended: '
             f"{best.threshold:.2f}</text>"
