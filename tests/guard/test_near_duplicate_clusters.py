@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agents.guard.fingerprint import canonical_json
 from agents.guard.similarity import lexical, positions_differ
@@ -105,3 +107,29 @@ def test_the_window_entry_keeps_a_short_quote_of_the_result():
     entry = task.window[-1]
     assert entry.result.startswith('{"text":"yyy') and len(entry.result) <= 160
     assert WindowEntry.from_dict(entry.to_dict()) == entry
+
+
+json_scalars = st.one_of(st.text(max_size=12), st.integers(), st.booleans(), st.none())
+json_args = st.dictionaries(
+    st.text(max_size=8), st.one_of(json_scalars, st.lists(json_scalars, max_size=3)), max_size=4
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=json_args, b=json_args)
+def test_lexical_is_a_symmetric_score_between_zero_and_one(a, b):
+    ta, tb = canonical_json(a), canonical_json(b)
+    assert 0.0 <= lexical(ta, tb) <= 1.0
+    assert lexical(ta, tb) == lexical(tb, ta)
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=json_args, field=st.sampled_from(["page", "cursor", "offset", "id", "user_id"]),
+       first=json_scalars, second=json_scalars)  # fmt: skip
+def test_a_differing_position_field_is_never_similar(args, field, first, second):
+    if first == second or field in args:
+        return
+    a = canonical_json({**args, field: first})
+    b = canonical_json({**args, field: second})
+    if a != b:
+        assert lexical(a, b) == 0.0
