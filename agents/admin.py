@@ -25,6 +25,13 @@ class ToolPolicyForm(forms.ModelForm):
         '"unknown"}.',
     )
 
+    similarity_provider = forms.ChoiceField(
+        required=False,
+        choices=[("lexical", "lexical"), ("embedding", "embedding")],
+        initial="lexical",
+        help_text=ToolPolicy._meta.get_field("similarity_provider").help_text,
+    )
+
     class Meta:
         model = ToolPolicy
         fields = [
@@ -50,6 +57,10 @@ class ToolPolicyForm(forms.ModelForm):
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise forms.ValidationError("Give a JSON list of key names.")
         return value
+
+    def clean_similarity_provider(self):
+        # Optional in the form: a policy that names no provider gets the built-in lexical one.
+        return self.cleaned_data["similarity_provider"] or "lexical"
 
     def clean_near_duplicate_threshold(self):
         value = self.cleaned_data["near_duplicate_threshold"]

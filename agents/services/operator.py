@@ -86,7 +86,8 @@ def task_label_stop(*, task_id: uuid.UUID | str, label: str, user) -> Task:
     label is audited in the same transaction.
     """
     if label and label not in LOOP_LABELS:
-        raise BadInput("Label a stop as real_loop or false_stop.", code="BAD_LABEL")
+        # Console only (no API endpoint labels a stop), so no error code of its own.
+        raise BadInput("Label a stop as real_loop or false_stop.")
     with transaction.atomic():
         task = lock_task(task_id)
         if not task.terminal:
