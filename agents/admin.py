@@ -25,10 +25,18 @@ class ToolPolicyForm(forms.ModelForm):
         '"unknown"}.',
     )
 
+    similarity_provider = forms.ChoiceField(
+        required=False,
+        choices=[("lexical", "lexical"), ("embedding", "embedding")],
+        initial="lexical",
+        help_text=ToolPolicy._meta.get_field("similarity_provider").help_text,
+    )
+
     class Meta:
         model = ToolPolicy
         fields = [
-            "tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url", "redact_fields",
+            "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider",
+            "reconcile_url", "redact_fields",
         ]  # fmt: skip
         help_texts = {
             "ignore_fields": "A JSON list of argument paths the fingerprint leaves out, e.g. "
@@ -50,6 +58,10 @@ class ToolPolicyForm(forms.ModelForm):
             raise forms.ValidationError("Give a JSON list of key names.")
         return value
 
+    def clean_similarity_provider(self):
+        # Optional in the form: a policy that names no provider gets the built-in lexical one.
+        return self.cleaned_data["similarity_provider"] or "lexical"
+
     def clean_near_duplicate_threshold(self):
         value = self.cleaned_data["near_duplicate_threshold"]
         if value is not None and not 0 <= value <= 1:
@@ -60,7 +72,9 @@ class ToolPolicyForm(forms.ModelForm):
 @admin.register(ToolPolicy)
 class ToolPolicyAdmin(admin.ModelAdmin):
     form = ToolPolicyForm
-    list_display = ["tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url"]
+    list_display = [
+        "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider", "reconcile_url",
+    ]  # fmt: skip
     search_fields = ["tool"]
 
 

@@ -13,6 +13,9 @@ Order matters for correctness: the version is read (with the lock) before the ta
 loaded, so a copy is never older than the number it is filed under; a newer copy only means
 one reload more.
 
+A queryset `update()` or raw SQL sends no signal: change prices and policies through `save()`
+or `delete()` (the admin does), or call `bump()` after.
+
 Limit profiles are not here: a task copies its profile's limits when it is created, so
 decisions never read profiles.
 """
@@ -60,6 +63,17 @@ def catalog_at(version: int | None) -> Catalog:
         )
         _current = loaded
     return loaded
+
+
+def current_version() -> int | None:
+    """The version as committed now (one statement; the task lock reads it for free)."""
+    return CatalogVersion.objects.filter(pk=1).values_list("number", flat=True).first()
+
+
+def loaded() -> Catalog:
+    """This process's copy as it is, unchecked (empty before the first decision loads it)."""
+    current = _current
+    return current if isinstance(current, Catalog) else Catalog(version=None)
 
 
 def price_row(catalog: Catalog, model: str) -> ModelPrice | None:

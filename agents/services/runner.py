@@ -18,7 +18,7 @@ from agents.errors import Conflict, NotFound
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall
-from agents.services import hooks
+from agents.services import catalog, embeddings, hooks
 from agents.services.common import (
     agent_view,
     catalog_of,
@@ -36,6 +36,9 @@ from agents.services.snapshot import (
     to_state,
 )
 from ledger.models import Operation
+
+# How much of a plan or reflection the task row keeps for the repeated-output similarity rule.
+PLAN_CHARS = 2000
 
 
 def _finish_decision(task: Task, state: g.TaskState, outcome: g.Outcome, now, actor: str) -> None:
@@ -144,6 +147,9 @@ def model_call_usage(
                 tokens=charged_tokens,
                 signature=signature,
                 reserved_tokens=reserved_tokens,
+                # Texts only matter to the similarity rule; capped so the row stays small.
+                plan_text=core.plan_text(tool_calls)[:PLAN_CHARS],
+                output_text=(output_text or "")[:PLAN_CHARS],
             ),
             now,
         )
@@ -214,23 +220,44 @@ def tool_call_request(
     raise Conflict("The operation key is contended; retry.", code="OPERATION_CONTENDED")
 
 
+def _tool_request(tool, args, effect, operation_key, job_id, policy) -> g.ToolRequest:
+    return g.ToolRequest(
+        tool=tool,
+        args=args,
+        effect=effect,
+        operation_key=operation_key or None,
+        job_id=job_id or None,
+        ignore_fields=list(policy.ignore_fields) if policy else [],
+        near_duplicate_threshold=policy.near_duplicate_threshold if policy else None,
+        similarity_provider=policy.similarity_provider if policy else "lexical",
+    )
+
+
 def _tool_call_request_once(
     *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id
 ) -> tuple[Task, ToolCall, g.Outcome]:
     now = timezone.now()
+    # Before the lock, the policy as this process last loaded it: it decides whether embedding
+    # vectors are fetched, slow I/O kept outside the transaction. Only a policy that asks for
+    # embeddings costs a version check here (so a switch back to lexical never calls the
+    # endpoint); the lexical path's check is the task lock's. Under the lock a policy that
+    # changed in between decides.
+    policy = catalog.loaded().policies.get(tool)
+    if policy is not None and policy.similarity_provider != "lexical":
+        policy = catalog.catalog_at(catalog.current_version()).policies.get(tool)
+    request = _tool_request(tool, args, effect, operation_key, job_id, policy)
+    request.vectors = embeddings.vectors_for(task_id=task_id, agent=agent, request=request)
     try:
         with transaction.atomic():
             task = lock_task(task_id, agent=agent)
-            policy = catalog_of(task).policies.get(tool)
-            request = g.ToolRequest(
-                tool=tool,
-                args=args,
-                effect=effect,
-                operation_key=operation_key or None,
-                job_id=job_id or None,
-                ignore_fields=list(policy.ignore_fields) if policy else [],
-                near_duplicate_threshold=policy.near_duplicate_threshold if policy else None,
-            )
+            current = catalog_of(task).policies.get(tool)
+            if current is not policy:
+                # An admin changed the catalog since this process last loaded it: decide by
+                # the policy as it is now (vectors fetched under the lock, only this once).
+                request = _tool_request(tool, args, effect, operation_key, job_id, current)
+                request.vectors = embeddings.vectors_for(
+                    task_id=task_id, agent=agent, request=request
+                )
             if (
                 model_call_id is not None
                 and not task.model_call_rows.filter(pk=model_call_id).exists()
