@@ -31,8 +31,12 @@ class StrictSerializerScheme(OpenApiSerializerExtension):
     match_subclasses = True
 
     def map_serializer(self, auto_schema, direction):
-        schema = auto_schema._map_basic_serializer(force_instance(self.target), direction)
+        serializer = force_instance(self.target)
+        schema = auto_schema._map_basic_serializer(serializer, direction)
         schema["additionalProperties"] = False
+        one_of_these = getattr(serializer, "at_least_one_of", ())
+        if one_of_these:
+            schema["anyOf"] = [{"required": [name]} for name in one_of_these]
         return schema
 
 

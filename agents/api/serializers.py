@@ -245,6 +245,8 @@ class PauseIn(Strict):
 class LimitsPatchIn(LimitsIn):
     """PATCH tasks/{id}/limits: any limit field (at least one); `reason` for the audit log."""
 
+    at_least_one_of = tuple(g.Limits.names())  # the schema's anyOf; the service refuses none
+
     def get_fields(self):
         fields = super().get_fields()
         fields["reason"] = StrictStr(required=False, allow_blank=True, max_length=2000)

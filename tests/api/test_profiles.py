@@ -82,8 +82,8 @@ def test_it_lets_an_agent_only_tighten_its_profile(agent_api):
         "tasks", {"goal": "x", "profile": "tight", "limits": {"max_model_calls": 2}}
     )
 
-    assert looser.status_code == 400
-    assert looser.body["error"]["code"] == "BAD_LIMITS"
+    assert looser.status_code == 403
+    assert looser.body["error"]["code"] == "LIMITS_NOT_ALLOWED"
     assert "limits.max_model_calls" in looser.body["error"]["fields"]
     assert tighter.status_code == 201
     assert tighter.body["limits"]["max_model_calls"] == 2
@@ -92,5 +92,5 @@ def test_it_lets_an_agent_only_tighten_its_profile(agent_api):
 def test_it_refuses_an_unknown_profile_at_task_creation(agent_api):
     response = agent_api.post("tasks", {"goal": "x", "profile": "nope"})
 
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert response.body["error"]["code"] == "UNKNOWN_PROFILE"
