@@ -77,7 +77,7 @@ def world(django_db_setup) -> Iterator[World]:
         "admin": _token(url, "create_operator", "admin-st", "--password", "pw", "--admin"),
     }
     with gunicorn_server(
-        database_url=url, workers=2, threads=2, env={"DB_CONN_MAX_AGE": "0"}
+        database_url=url, workers=3, threads=2, env={"DB_CONN_MAX_AGE": "0"}
     ) as server:
         world = World(server=server, tokens=tokens)
         api = Api(server.api, tokens["agent"])

@@ -23,7 +23,7 @@ from tests.live import ROOT
 pytestmark = [pytest.mark.schemathesis, pytest.mark.django_db]
 
 EXAMPLES = 50
-TIME_BUDGET = 240  # seconds per role: the whole run stays bounded even if generation is slow
+TIME_BUDGET = 900  # seconds per role: a hard stop, far above the usual run
 
 
 @pytest.mark.parametrize("role", ["agent", "operator", "admin"])
@@ -42,7 +42,7 @@ def test_every_answer_matches_the_schema(world, role, tmp_path):
         "--header", f"Authorization: Bearer {world.tokens[role]}",
         "--generation-allow-x00", "false",  # NUL is refused on purpose, tested in tests/api
         "--seed", "7",
-        "--workers", "2",
+        "--workers", "4",
         "--request-timeout", "30",
         "--max-failures", "50",
         "--no-color",
@@ -59,4 +59,5 @@ def test_every_answer_matches_the_schema(world, role, tmp_path):
     )
     report = done.stdout[-20000:] + done.stderr[-5000:]
     print(report)
-    assert done.returncode == 0, report
+    if done.returncode != 0:
+        pytest.fail(f"schemathesis found failures as {role}:\n{report}", pytrace=False)
