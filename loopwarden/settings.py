@@ -48,6 +48,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "loopwarden.middleware.RefuseUnstorableUrlMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -117,11 +118,26 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
+# Request bodies. Larger than LOOPWARDEN_MAX_BODY_BYTES answers 413 (the API's error envelope);
+# JSON nested deeper than LOOPWARDEN_MAX_JSON_DEPTH (the body itself is level 1) answers 400.
+# The depth has a ceiling: what the parser admits is later walked recursively (serializers,
+# the fingerprint, the database driver's JSON encoder), and must stay far from Python's
+# recursion limit.
+LOOPWARDEN_MAX_BODY_BYTES = env_int("LOOPWARDEN_MAX_BODY_BYTES", 2_621_440, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = LOOPWARDEN_MAX_BODY_BYTES
+LOOPWARDEN_MAX_JSON_DEPTH_CEILING = 200
+LOOPWARDEN_MAX_JSON_DEPTH = env_int("LOOPWARDEN_MAX_JSON_DEPTH", 64, minimum=2)
+if LOOPWARDEN_MAX_JSON_DEPTH > LOOPWARDEN_MAX_JSON_DEPTH_CEILING:
+    raise ConfigError(
+        f"LOOPWARDEN_MAX_JSON_DEPTH={LOOPWARDEN_MAX_JSON_DEPTH} must be <= "
+        f"{LOOPWARDEN_MAX_JSON_DEPTH_CEILING}"
+    )
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["agents.api.auth.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["agents.api.renderers.FaithfulJSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["agents.api.parsers.GuardedJSONParser"],
     "EXCEPTION_HANDLER": "agents.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

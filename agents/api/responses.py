@@ -65,18 +65,21 @@ ERROR_TEXT = {
     403: "The token may not do this (FORBIDDEN, AGENT_TOKEN_REQUIRED, PROFILE_NOT_ALLOWED).",
     404: "No such object, or one this token may not see (another agent's task answers 404).",
     405: "Method not allowed on this path.",
+    408: "The body did not arrive in full in time (BODY_TIMEOUT): nothing was done; send it "
+    "again.",
     409: "Refused in the object's current state (AGENT_PAUSED, OPERATIONS_UNRESOLVED, "
     "RESULT_ALREADY_REPORTED, ...): nothing changed.",
-    413: "The body is larger than the server accepts (BODY_TOO_LARGE).",
+    413: "The body is larger than the server accepts (BODY_TOO_LARGE, see "
+    "LOOPWARDEN_MAX_BODY_BYTES).",
     415: "The body is not application/json.",
     429: "Too many requests (TRIGGER_LOOP, THROTTLED): retry after `Retry-After` seconds.",
 }
 
 
 def errors(*statuses: int, body: bool) -> dict[int, OpenApiResponse]:
-    """The error answers of an operation: 400/401/403/404/405/429, 413/415 for one that takes
-    a body, plus `statuses`."""
-    codes = {400, 401, 403, 404, 405, 429, *statuses} | ({413, 415} if body else set())
+    """The error answers of an operation: 400/401/403/404/405/429, 408/413/415 for one that
+    takes a body, plus `statuses`."""
+    codes = {400, 401, 403, 404, 405, 429, *statuses} | ({408, 413, 415} if body else set())
     return {
         code: OpenApiResponse(ErrorBody, description=ERROR_TEXT[code]) for code in sorted(codes)
     }

@@ -167,6 +167,10 @@ class ModelCallGate(APIView):
 
 
 class ModelCallUsage(APIView):
+    # The money was spent: the report is recorded even with text the database cannot hold
+    # (stored encoded, see agents.storable), never refused for it.
+    records_reports = True
+
     @extend_schema(
         operation_id="model_call_usage",
         summary="Report a model call's usage",
@@ -234,6 +238,10 @@ class ToolCallRequest(APIView):
 
 
 class ToolCallResult(APIView):
+    # The tool ran: a committed write must reach the ledger, so the result is recorded even
+    # with text the database cannot hold (stored encoded, see agents.storable).
+    records_reports = True
+
     @extend_schema(
         operation_id="tool_call_result",
         summary="Report a tool's result",

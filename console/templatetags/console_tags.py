@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
@@ -10,10 +9,11 @@ from django import template
 from django.db.models import Q
 from django.utils import timezone
 
+from agents import storable
 from agents.guard import types as g
 from console import words
 from console.forms import money_text
-from console.timeline import args_text
+from console.timeline import args_text, shown_json
 
 register = template.Library()
 
@@ -82,7 +82,16 @@ def short_args(value) -> str:
 
 @register.filter
 def pretty_json(value) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return shown_json(value, indent=2)
+
+
+@register.filter
+def printable(value):
+    """Reported text as the agent sent it, NUL and lone surrogates shown as escapes; a list
+    (the report's `completed`) item by item."""
+    if isinstance(value, list):
+        return [storable.printable(item) if isinstance(item, str) else item for item in value]
+    return storable.printable(value) if isinstance(value, str) else value
 
 
 @register.filter
