@@ -52,8 +52,8 @@ class OperationList(APIView):
     )
     def get(self, request):
         query = visible_operations(request)
-        state = request.query_params.get("state", "")
-        if state:
+        state = request.query_params.get("state")
+        if state is not None:  # `state=` names no state either
             if state not in g.OPERATION_STATES:
                 raise BadInput(
                     f"Unknown operation state {state!r}.",

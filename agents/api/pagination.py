@@ -24,7 +24,9 @@ NUMBER_PAIR = r"^[0-9]{1,18}\.[0-9]{1,18}$"
 TIME_AND_UUID = r"^[0-9]{1,18}\.[0-9a-f]{32}$"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_LATEST_MICROS = int((datetime.max.replace(tzinfo=UTC) - _EPOCH) / timedelta(microseconds=1))
+# A cursor past any real row starts at the top; the clamp keeps the date one every database and
+# Python itself can hold.
+_LATEST_MICROS = (datetime(9000, 1, 1, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 
 
 class PageQuery(serializers.Serializer):

@@ -65,8 +65,7 @@ ERROR_TEXT = {
     403: "The token may not do this (FORBIDDEN, AGENT_TOKEN_REQUIRED, PROFILE_NOT_ALLOWED).",
     404: "No such object, or one this token may not see (another agent's task answers 404).",
     405: "Method not allowed on this path.",
-    408: "The body did not arrive in full in time (BODY_TIMEOUT): nothing was done; send it "
-    "again.",
+    408: "The body did not arrive in full in time (BODY_TIMEOUT): nothing was done; send it again.",
     409: "Refused in the object's current state (AGENT_PAUSED, OPERATIONS_UNRESOLVED, "
     "RESULT_ALREADY_REPORTED, ...): nothing changed.",
     413: "The body is larger than the server accepts (BODY_TOO_LARGE, see "

@@ -87,13 +87,13 @@ class TaskList(APIView):
         agent = agent_of(request)
         if agent is None:
             require_perm(request, "agents.view_task")
-        state = request.query_params.get("state", "")
-        if state and state not in g.TASK_STATES:
+        state = request.query_params.get("state")
+        if state is not None and state not in g.TASK_STATES:  # `state=` names no state either
             raise BadInput(
                 f"Unknown state {state!r}.", code="BAD_STATE", fields={"state": "invalid"}
             )
         agent_name = request.query_params.get("agent", "")
-        query = selectors.tasks_for(agent=agent, state=state, agent_name=agent_name)
+        query = selectors.tasks_for(agent=agent, state=state or "", agent_name=agent_name)
         rows, next_link = pagination.newest_first(request, query)
         return Response({"tasks": [selectors.task_json(t) for t in rows], "next": next_link})
 

@@ -56,9 +56,15 @@ def test_it_never_cuts_the_operation_list(agent_api):
     task = Task.objects.get(pk=new_task(agent_api)["id"])
     now = timezone.now()
     Operation.objects.bulk_create(
-        Operation(namespace=task.agent.namespace, operation_key=f"key-{n}", tool="pay",
-                  fingerprint="f" * 64, state="COMMITTED", task=task,
-                  claimed_at=now + timedelta(seconds=n))  # fmt: skip
+        Operation(
+            namespace=task.agent.namespace,
+            operation_key=f"key-{n}",
+            tool="pay",
+            fingerprint="f" * 64,
+            state="COMMITTED",
+            task=task,
+            claimed_at=now + timedelta(seconds=n),
+        )  # fmt: skip
         for n in range(501)
     )
 
@@ -102,7 +108,8 @@ def test_agents_may_not_read_the_audit_log(agent_api):
 
 
 @pytest.mark.parametrize(
-    "query", ["cursor=nonsense", "cursor=", "limit=0", "limit=501", "limit=two", "limit=1.0"]
+    "query",
+    ["cursor=nonsense", "cursor=", "limit=0", "limit=501", "limit=two", "limit=1.0", "state="],
 )
 def test_it_refuses_a_bad_cursor_or_limit(agent_api, query):
     response = agent_api.get(f"tasks?{query}")
@@ -119,3 +126,16 @@ def test_an_id_that_names_no_row_answers_a_json_404(operator_api, path):
 
     assert response.status_code == 404
     assert response.body["error"]["code"] == "OPERATION_NOT_FOUND"
+
+
+def test_an_empty_state_names_no_operation_state(agent_api):
+    assert agent_api.get("operations?state=").status_code == 400
+
+
+def test_a_cursor_from_the_far_future_starts_at_the_top(agent_api):
+    task = new_task(agent_api)
+
+    response = agent_api.get("tasks?cursor=738402596422661721.86b8fec0eb4e9a9895271dbe1f79d4e1")
+
+    assert response.status_code == 200
+    assert [t["id"] for t in response.body["tasks"]] == [task["id"]]

@@ -67,7 +67,7 @@ def test_it_refuses_a_duplicate_profile_name(admin_api):
 
     response = admin_api.post("profiles", {"name": "tight", "max_model_calls": 9})
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert "name" in response.body["error"]["fields"]
     assert LimitProfile.objects.get(name="tight").max_model_calls == 3
 
