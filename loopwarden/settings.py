@@ -149,6 +149,10 @@ SPECTACULAR_SETTINGS = {
     # Request and response schemas apart: a request states what the server accepts
     # (minLength on required text), an answer what it sends.
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agents.api.schema.describe_the_api",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "TaskStateEnum": "agents.guard.types.TASK_STATES",
         "TerminalStateEnum": "agents.api.responses.TERMINAL_STATES",

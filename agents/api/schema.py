@@ -47,3 +47,38 @@ class ConstFieldScheme(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "string", "enum": [self.target.value]}
+
+
+API_REFERENCE = """\
+Loopwarden guards an AI agent's loop: the agent asks before every paid model call and every
+tool execution, and reports what happened. The guard answers with a decision.
+
+**Decisions.** `ALLOW` make the model call, then report its usage. `EXECUTE` run the tool,
+then always report its result (an exception is `NO_RESULT`). `REUSE` this write already
+committed: hand the stored `result` to the model, do not run it. `BLOCK` a repeated call:
+hand the `observation` to the model as the tool message. `WAIT` another call holds this
+write's operation key: ask again after `retry_after_ms`. `CONTINUE` recorded, go on (after
+`wait_ms` when given). `STOP` the task is over: end the run and pass the `report` upstream;
+every later call answers the same report.
+
+**Tokens.** `Authorization: Bearer <token>`. An agent token (`manage.py create_agent`) reaches
+only its own tasks and namespace (another agent's task answers 404). An operator token
+(`manage.py create_operator`) can do what its user's permissions allow.
+
+**Errors** answer `{"error": {"code", "message", "fields"}}` and change nothing: 400 bad
+envelope, 401 no or unknown token, 403 not allowed, 404 not found, 409 refused in the current
+state, 413 body too large, 429 too many (with `Retry-After`).
+
+**Lists** (`tasks`, `operations`, a task's `trace`, `audit`) come a page at a time: follow
+`next` until it is null. Nothing is ever cut.
+
+**Text** the database cannot hold (NUL, lone surrogates) is refused in input with a 400; a
+tool's reported result is never refused for it (a committed write must reach the ledger) and
+is stored encoded.
+"""
+
+
+def describe_the_api(result, generator, request, public):
+    """Postprocessing hook: the schema's own description is the API reference."""
+    result["info"]["description"] = API_REFERENCE
+    return result
