@@ -244,9 +244,16 @@ class ProfileDetail(APIView):
 
 
 class AuditQuery(serializers.Serializer):
-    kind = serializers.CharField(required=False, max_length=40, trim_whitespace=False)
-    actor = serializers.CharField(required=False, max_length=150, trim_whitespace=False)
-    agent = serializers.CharField(required=False, max_length=64, trim_whitespace=False)
+    # An empty filter is no filter, as in the console's form.
+    kind = serializers.CharField(
+        required=False, allow_blank=True, max_length=40, trim_whitespace=False
+    )
+    actor = serializers.CharField(
+        required=False, allow_blank=True, max_length=150, trim_whitespace=False
+    )
+    agent = serializers.CharField(
+        required=False, allow_blank=True, max_length=64, trim_whitespace=False
+    )
     task = serializers.UUIDField(required=False)
     everyone = serializers.ChoiceField(["true", "false"], required=False)
 

@@ -79,6 +79,17 @@ is stored encoded.
 
 
 def describe_the_api(result, generator, request, public):
-    """Postprocessing hook: the schema's own description is the API reference."""
+    """Postprocessing hook: the schema's own description is the API reference, and a body
+    that must name something (required fields, or one of several) must be sent at all."""
     result["info"]["description"] = API_REFERENCE
+    components = result.get("components", {}).get("schemas", {})
+    for methods in result["paths"].values():
+        for operation in methods.values():
+            body = operation.get("requestBody") if isinstance(operation, dict) else None
+            if not body:
+                continue
+            ref = body["content"]["application/json"]["schema"].get("$ref", "")
+            component = components.get(ref.rsplit("/", 1)[-1], {})
+            if component.get("required") or component.get("anyOf"):
+                body["required"] = True
     return result

@@ -76,13 +76,18 @@ def world(django_db_setup) -> Iterator[World]:
         "operator": _token(url, "create_operator", "operator-st", "--password", "pw"),
         "admin": _token(url, "create_operator", "admin-st", "--password", "pw", "--admin"),
     }
+    # The agent the operator and admin runs pause and unpause, so the agent run keeps going.
+    _token(url, "create_agent", "bystander")
     with gunicorn_server(
         database_url=url, workers=3, threads=2, env={"DB_CONN_MAX_AGE": "0"}
     ) as server:
         world = World(server=server, tokens=tokens)
-        api = Api(server.api, tokens["agent"])
+        api, admin = Api(server.api, tokens["agent"]), Api(server.api, tokens["admin"])
         try:
             _seed(api, world)
+            status, body = admin.post("profiles", {"name": "tight", "max_model_calls": 5})
+            assert status == 201, body
         finally:
             api.close()
+            admin.close()
         yield world

@@ -23,10 +23,13 @@ def map_case(context, case):
     if case.meta.phase.name.value == "stateful":  # links there carry ids that exist
         return case
     for name, value in list((case.path_parameters or {}).items()):
+        if name == "name":  # an agent's or a profile's name
+            name = "agent_name" if "/agents/" in case.operation.path else "profile_name"
         pool = TARGETS.get(name)
         if not pool:
             continue
         digest = hashlib.sha256(repr(value).encode()).digest()
         if digest[0] < 192:  # three in four
-            case.path_parameters[name] = pool[digest[1] % len(pool)]
+            key = "name" if name.endswith("_name") else name
+            case.path_parameters[key] = pool[digest[1] % len(pool)]
     return case
