@@ -139,3 +139,13 @@ def test_a_cursor_from_the_far_future_starts_at_the_top(agent_api):
 
     assert response.status_code == 200
     assert [t["id"] for t in response.body["tasks"]] == [task["id"]]
+
+
+def test_an_empty_audit_filter_is_no_filter(agent_api, operator_api):
+    task = new_task(agent_api)
+    operator_api.post(f"tasks/{task['id']}/stop", {"reason": "x"})
+
+    response = operator_api.get("audit?kind=&actor=&agent=")
+
+    assert response.status_code == 200, response.body
+    assert "task_stopped" in [e["kind"] for e in response.body["events"]]

@@ -138,3 +138,11 @@ def test_no_integer_bound_is_beyond_what_json_keeps_exactly(schema):
             if name.startswith("ToolResultIn") and integer.get("minimum", 0) < 0:
                 continue  # wait_ms: any wait is the guard's to judge, never a 400
             assert integer.get("maximum", 0) <= JSON_INT_MAX, (name, integer)
+
+
+def test_a_body_that_must_name_something_is_required(schema):
+    limits = schema["paths"]["/api/v1/tasks/{task_id}/limits"]["patch"]["requestBody"]
+    create = schema["paths"]["/api/v1/tasks"]["post"]["requestBody"]
+
+    assert limits["required"] is True
+    assert create["required"] is True
