@@ -45,3 +45,21 @@ REQUEST_LINE_ROOM = 3800
 def filter_case(context, case):
     query = urlencode(case.query or {}, doseq=True)
     return len(case.formatted_path) + len(query) < REQUEST_LINE_ROOM
+
+
+@schemathesis.hook
+def filter_failure(context, failure, case, response):
+    """Keep every failure but one false alarm of `ensure_resource_availability`.
+
+    The stateful phase creates a task, then calls e.g. `tasks/{id}/tool-calls` with a body
+    naming a `model_call` it made up; the answer is 404 MODEL_CALL_NOT_FOUND, which the check
+    reads as "the task just created is gone". The task is there: only a 404 that names the
+    task itself (TASK_NOT_FOUND) says the created resource is missing.
+    """
+    if type(failure).__name__ != "EnsureResourceAvailability":
+        return True
+    try:
+        code = json.loads(response.content)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return True
+    return code == "TASK_NOT_FOUND"
