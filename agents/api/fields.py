@@ -23,8 +23,11 @@ JSON_INT_MAX = 2**53 - 1
 MONEY_PATTERN = r"^[0-9]{1,8}(\.[0-9]{1,6})?$"
 MONEY_WHOLE_MAX = 99_999_999
 _MONEY = re.compile(MONEY_PATTERN)
-# A required text must hold something besides white space.
-NOT_BLANK = RegexValidator(r"\S", "Must not be blank.")
+# A required text must hold something besides white space. The class is spelled out because
+# `\S` differs between Python (which counts \x1c-\x1f and \x85 as space) and the ECMA regexes
+# of JSON Schema validators: this one pattern means the same to the server and to clients.
+NOT_SPACE = r"[^\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+NOT_BLANK = RegexValidator(NOT_SPACE, "Must not be blank.")
 
 
 class StrictInt(serializers.IntegerField):

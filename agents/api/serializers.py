@@ -22,6 +22,7 @@ from agents.api.fields import (
 )
 from agents.guard import types as g
 from agents.guard.limits import INT_FIELDS, PROFILE_INT_FIELDS
+from agents.models import Agent
 
 
 class Strict(serializers.Serializer):
@@ -239,7 +240,8 @@ class ReconcileIn(Strict):
 
 
 class PauseIn(Strict):
-    reason = StrictStr(max_length=2000)
+    # Kept on the agent row (its paused_reason column): no longer than that column.
+    reason = StrictStr(max_length=Agent._meta.get_field("paused_reason").max_length)
 
 
 class LimitsPatchIn(LimitsIn):

@@ -78,3 +78,23 @@ def test_a_limits_change_needs_a_limit(agent_api, admin_api):
     response = admin_api.patch(f"tasks/{task['id']}/limits", {"reason": "nothing"})
 
     assert response.status_code == 400
+
+
+def test_a_pause_reason_fits_the_agents_column(admin_api, agent):
+    # The column holds 500 characters: longer was a 500 on PostgreSQL, not a 400.
+    response = admin_api.post("agents/agent-a/pause", {"reason": "0" * 501})
+
+    assert response.status_code == 400
+    assert "reason" in response.body["error"]["fields"]
+
+
+@pytest.mark.parametrize("tool", ["\x1d", "\x85", "a\x1c"])
+def test_a_required_text_of_control_characters_is_not_blank(agent_api, tool):
+    # JSON Schema's regexes do not count \x1c-\x1f or \x85 as white space; neither does the server.
+    task = new_task(agent_api)
+
+    response = agent_api.post(
+        f"tasks/{task['id']}/tool-calls", {"tool": tool, "args": {}, "effect": "read"}
+    )
+
+    assert response.status_code == 200, response.body
