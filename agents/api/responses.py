@@ -48,7 +48,9 @@ class ErrorDetail(s.Serializer):
     code = s.CharField(help_text="Stable, machine-readable: INVALID_FIELDS, TASK_NOT_FOUND, ...")
     message = s.CharField(help_text="One sentence for a human.")
     fields = s.DictField(
-        child=s.CharField(), help_text="Field path -> what is wrong with it (may be empty)."
+        child=AnyValue(),
+        help_text="Field path -> what is wrong with it, usually a sentence; a list for some "
+        "codes (OPERATIONS_UNRESOLVED lists the operation keys). May be empty.",
     )
 
 
