@@ -7,7 +7,7 @@ from datetime import datetime
 
 from axes.models import AccessAttempt
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
 from agents import loop_eval
@@ -156,15 +156,62 @@ def event_json(event: Event, masks: Redactor | None = None) -> dict:
     }  # fmt: skip
 
 
-def trace_json(task: Task, *, masks: Redactor | None = None) -> dict:
-    calls = [model_call_json(c, masks) for c in task.model_call_rows.all()] + [
-        tool_call_json(c, masks) for c in task.tool_call_rows.all()
+@dataclass(frozen=True)
+class TracePage:
+    calls: list[dict]
+    events: list[dict]
+    next_cursor: str | None  # "<last seq>.<last event id>", None on the last page
+
+
+def trace_page(
+    task: Task, *, after_seq: int, after_event: int, limit: int, masks: Redactor | None = None
+) -> TracePage:
+    """Up to `limit` calls after `after_seq` (model and tool calls share `seq`) and up to
+    `limit` events after `after_event`; a next cursor while either list has more."""
+    model_calls = task.model_call_rows.filter(seq__gt=after_seq).order_by("seq")[: limit + 1]
+    tool_calls = task.tool_call_rows.filter(seq__gt=after_seq).order_by("seq")[: limit + 1]
+    calls = [model_call_json(c, masks) for c in model_calls] + [
+        tool_call_json(c, masks) for c in tool_calls
     ]
     calls.sort(key=lambda row: row["seq"])
+    event_rows = task.events.filter(pk__gt=after_event).order_by("pk")[: limit + 1]
+    events = [event_json(e, masks) for e in event_rows]
+    more = len(calls) > limit or len(events) > limit
+    calls, events = calls[:limit], events[:limit]
+    if not more:
+        return TracePage(calls, events, None)
+    last_seq = calls[-1]["seq"] if calls else after_seq
+    last_event = events[-1]["id"] if events else after_event
+    return TracePage(calls, events, f"{last_seq}.{last_event}")
+
+
+def audit_events(
+    *, kind: str = "", actor: str = "", agent: str = "", task: str = "", everyone: bool = False
+) -> QuerySet[Event]:
+    """The audit log, newest first: people's actions, or with `everyone` also the agents' and
+    the system's. The console's audit page and the API's `GET audit` both read it here."""
+    query = Event.objects.select_related("task", "agent", "operation", "actor_user").order_by(
+        "-created_at", "-id"
+    )
+    if not everyone:
+        query = query.filter(Q(actor_user__isnull=False) | Q(actor__startswith="user:"))
+    if kind:
+        query = query.filter(kind=kind)
+    if actor:
+        query = query.filter(Q(actor=actor) | Q(actor=f"user:{actor}") | Q(actor=f"agent:{actor}"))
+    if agent:
+        query = query.filter(Q(agent__name=agent) | Q(task__agent__name=agent))
+    if task:
+        query = query.filter(task_id=task)
+    return query
+
+
+def audit_event_json(event: Event, masks: Redactor | None = None) -> dict:
     return {
-        "task": str(task.pk),
-        "calls": calls,
-        "events": [event_json(e, masks) for e in task.events.all()],
+        **event_json(event, masks),
+        "task": str(event.task_id) if event.task_id else None,
+        "agent": event.agent.name if event.agent_id else None,
+        "operation": event.operation_id,
     }
 
 

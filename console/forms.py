@@ -16,6 +16,7 @@ from django.conf import settings
 
 from agents import storable
 from agents.guard import types as g
+from agents.models import Agent
 from agents.services.admin import PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
 
@@ -150,7 +151,7 @@ class ReconcileForm(forms.Form):
 
 class PauseForm(forms.Form):
     reason = forms.CharField(
-        max_length=2000,
+        max_length=Agent._meta.get_field("paused_reason").max_length,  # kept on the agent row
         widget=forms.TextInput(attrs={"placeholder": "Why"}),
         error_messages={"required": "A reason is required."},
     )

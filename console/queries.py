@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from agents.guard import types as g
 from agents.models import Agent, AgentDay, ApiToken, Event, Task
+from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
 from agents.services.snapshot import operations_touched
 from console.words import CODE_WORDS, STATE_WORDS
 from ledger.models import Operation
@@ -155,25 +156,6 @@ def agent_overview(name: str) -> Agent | None:
 
 
 # -- audit -----------------------------------------------------------------------------------
-
-
-def audit_events(
-    *, kind: str = "", actor: str = "", agent: str = "", task: str = "", everyone: bool = False
-) -> QuerySet:
-    query = Event.objects.select_related("task", "agent", "operation", "actor_user").order_by(
-        "-created_at", "-id"
-    )
-    if not everyone:
-        query = query.filter(Q(actor_user__isnull=False) | Q(actor__startswith="user:"))
-    if kind:
-        query = query.filter(kind=kind)
-    if actor:
-        query = query.filter(Q(actor=actor) | Q(actor=f"user:{actor}") | Q(actor=f"agent:{actor}"))
-    if agent:
-        query = query.filter(Q(agent__name=agent) | Q(task__agent__name=agent))
-    if task:
-        query = query.filter(task_id=task)
-    return query
 
 
 def event_kinds() -> list[str]:

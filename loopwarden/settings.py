@@ -227,6 +227,25 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Loopwarden runner API",
     "DESCRIPTION": "Ask before every paid model call and tool execution; report what happened.",
     "VERSION": "1",
+    # Request and response schemas apart: a request states what the server accepts
+    # (minLength on required text), an answer what it sends.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agents.api.schema.describe_the_api",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "TaskStateEnum": "agents.guard.types.TASK_STATES",
+        "TerminalStateEnum": "agents.api.responses.TERMINAL_STATES",
+        "OperationStateEnum": "agents.guard.types.OPERATION_STATES",
+        "ReasonEnum": "agents.guard.types.REASONS",
+        "DecisionEnum": "agents.guard.types.DECISIONS",
+        # One decision or row type each: the variants of the oneOf answers.
+        **{f"{value.title().replace('_', '')}Enum": [value] for value in (
+            "ALLOW", "EXECUTE", "REUSE", "BLOCK", "WAIT", "STOP", "CONTINUE",
+            "model_call", "tool_call", "event",
+        )},
+    },
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],

@@ -34,7 +34,11 @@ def _flatten(detail, prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
+            # A nested object's own error ("Expected a JSON object.") is the field's error.
+            if prefix and key == "non_field_errors":
+                name = prefix
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
             out.update(_flatten(value, name))
     elif isinstance(detail, list):
         if all(not isinstance(item, (dict, list)) for item in detail):

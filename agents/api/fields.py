@@ -1,11 +1,33 @@
-"""Strict serializer fields: a JSON envelope with the wrong type is a 400, never coerced."""
+"""Strict serializer fields: a JSON envelope with the wrong type is a 400, never coerced.
+
+Each field's OpenAPI schema says exactly what it accepts, no more and no less: whatever the
+schema allows the server takes, and whatever it refuses the server answers with a 400.
+"""
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal, InvalidOperation
+
+from django.core.validators import RegexValidator
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 INT_MAX = 2_147_483_647  # PositiveIntegerField, the column most counts end up in
 BIGINT_MAX = 9_223_372_036_854_775_807
+# The largest integer a JSON number keeps exactly in JavaScript (and in most JSON parsers):
+# BIGINT columns are bounded by this in the API, so no client ever rounds an id or a count.
+JSON_INT_MAX = 2**53 - 1
+
+MONEY_PATTERN = r"^[0-9]{1,8}(\.[0-9]{1,6})?$"
+MONEY_WHOLE_MAX = 99_999_999
+_MONEY = re.compile(MONEY_PATTERN)
+# A required text must hold something besides white space. The class is spelled out because
+# `\S` differs between Python (which counts \x1c-\x1f and \x85 as space) and the ECMA regexes
+# of JSON Schema validators: this one pattern means the same to the server and to clients.
+NOT_SPACE = r"[^\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+NOT_BLANK = RegexValidator(NOT_SPACE, "Must not be blank.")
 
 
 class StrictInt(serializers.IntegerField):
@@ -23,6 +45,18 @@ class StrictInt(serializers.IntegerField):
 
 
 class StrictStr(serializers.CharField):
+    """Text taken as sent: never trimmed, so its length is the length the schema states.
+
+    A required text (no `allow_blank`) must hold a non-space character.
+    """
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        patterned = any(isinstance(v, RegexValidator) for v in self.validators)
+        if not self.allow_blank and not patterned:  # a pattern of its own says more
+            self.validators.append(NOT_BLANK)
+
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid")
@@ -36,6 +70,7 @@ class StrictBool(serializers.BooleanField):
         return data
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True})
 class JSONObject(serializers.JSONField):
     default_error_messages = {"invalid": "Must be a JSON object."}
 
@@ -45,15 +80,46 @@ class JSONObject(serializers.JSONField):
         return super().to_internal_value(data)
 
 
-class Money(serializers.DecimalField):
-    """Money accepts a JSON number or a decimal string."""
+@extend_schema_field(OpenApiTypes.ANY)
+class AnyJSON(serializers.JSONField):
+    """Any JSON value (the tool's own data, evidence judged by the guard)."""
 
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_digits", 14)
-        kwargs.setdefault("decimal_places", 6)
-        super().__init__(**kwargs)
+
+MONEY_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "pattern": MONEY_PATTERN, "example": "12.50"},
+        {"type": "integer", "minimum": 0, "maximum": MONEY_WHOLE_MAX},
+    ],
+    "description": "Money: a decimal string with at most 8 digits before the point and 6 "
+    'after (`"12.50"`), or a whole number. Fractions as JSON numbers are refused: '
+    "binary floats cannot hold cents exactly.",
+}
+
+
+@extend_schema_field(MONEY_SCHEMA)
+class Money(serializers.Field):
+    """A non-negative amount: a decimal string (`"12.50"`) or a whole JSON number."""
+
+    default_error_messages = {
+        "invalid": 'Must be a decimal string such as "12.50" (at most 8 digits before the '
+        "point and 6 after) or a whole number.",
+    }
 
     def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, (int, float, str)):
+        if isinstance(data, bool):
             self.fail("invalid")
-        return super().to_internal_value(data)
+        if isinstance(data, int):
+            if not 0 <= data <= MONEY_WHOLE_MAX:
+                self.fail("invalid")
+            return Decimal(data)
+        # `search`, like the schema's validators: `$` also matches before a final newline,
+        # which Decimal ignores.
+        if not isinstance(data, str) or not _MONEY.search(data):
+            self.fail("invalid")
+        try:
+            return Decimal(data)
+        except InvalidOperation:  # the pattern admits none, but never a 500
+            self.fail("invalid")
+
+    def to_representation(self, value):
+        return str(value)

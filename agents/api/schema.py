@@ -1,8 +1,13 @@
-"""Teaches drf-spectacular the bearer token scheme."""
+"""Teaches drf-spectacular the bearer token scheme and the strict request envelopes."""
 
 from __future__ import annotations
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerExtension,
+    OpenApiSerializerFieldExtension,
+)
+from drf_spectacular.plumbing import force_instance
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -10,4 +15,81 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "Agent or operator token"}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An agent token (`create_agent`) or an operator token "
+            "(`create_operator`). Agent tokens reach only their own agent's tasks and "
+            "namespace; operator tokens can do what their user's permissions allow.",
+        }
+
+
+class StrictSerializerScheme(OpenApiSerializerExtension):
+    """A Strict serializer refuses unknown fields: `additionalProperties: false`."""
+
+    target_class = "agents.api.serializers.Strict"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        serializer = force_instance(self.target)
+        schema = auto_schema._map_basic_serializer(serializer, direction)
+        schema["additionalProperties"] = False
+        one_of_these = getattr(serializer, "at_least_one_of", ())
+        if one_of_these:
+            schema["anyOf"] = [{"required": [name]} for name in one_of_these]
+        return schema
+
+
+class ConstFieldScheme(OpenApiSerializerFieldExtension):
+    """A decision or a row type that names its variant of a `oneOf`."""
+
+    target_class = "agents.api.responses.Const"
+
+    def map_serializer_field(self, auto_schema, direction):
+        return {"type": "string", "enum": [self.target.value]}
+
+
+API_REFERENCE = """\
+Loopwarden guards an AI agent's loop: the agent asks before every paid model call and every
+tool execution, and reports what happened. The guard answers with a decision.
+
+**Decisions.** `ALLOW` make the model call, then report its usage. `EXECUTE` run the tool,
+then always report its result (an exception is `NO_RESULT`). `REUSE` this write already
+committed: hand the stored `result` to the model, do not run it. `BLOCK` a repeated call:
+hand the `observation` to the model as the tool message. `WAIT` another call holds this
+write's operation key: ask again after `retry_after_ms`. `CONTINUE` recorded, go on (after
+`wait_ms` when given). `STOP` the task is over: end the run and pass the `report` upstream;
+every later call answers the same report.
+
+**Tokens.** `Authorization: Bearer <token>`. An agent token (`manage.py create_agent`) reaches
+only its own tasks and namespace (another agent's task answers 404). An operator token
+(`manage.py create_operator`) can do what its user's permissions allow.
+
+**Errors** answer `{"error": {"code", "message", "fields"}}` and change nothing: 400 bad
+envelope, 401 no or unknown token, 403 not allowed, 404 not found, 409 refused in the current
+state, 413 body too large, 429 too many (with `Retry-After`).
+
+**Lists** (`tasks`, `operations`, a task's `trace`, `audit`) come a page at a time: follow
+`next` until it is null. Nothing is ever cut.
+
+**Text** the database cannot hold (NUL, lone surrogates) is refused in input with a 400; a
+tool's reported result is never refused for it (a committed write must reach the ledger) and
+is stored encoded.
+"""
+
+
+def describe_the_api(result, generator, request, public):
+    """Postprocessing hook: the schema's own description is the API reference, and a body
+    that must name something (required fields, or one of several) must be sent at all."""
+    result["info"]["description"] = API_REFERENCE
+    components = result.get("components", {}).get("schemas", {})
+    for methods in result["paths"].values():
+        for operation in methods.values():
+            body = operation.get("requestBody") if isinstance(operation, dict) else None
+            if not body:
+                continue
+            ref = body["content"]["application/json"]["schema"].get("$ref", "")
+            component = components.get(ref.rsplit("/", 1)[-1], {})
+            if component.get("required") or component.get("anyOf"):
+                body["required"] = True
+    return result

@@ -1,15 +1,35 @@
-"""Input serializers of the runner and operator API (they only validate the envelope)."""
+"""Input serializers of the runner and operator API (they only validate the envelope).
+
+Their OpenAPI schemas are the request schemas: every bound here is stated there, so a request
+the schema allows is well formed and one it forbids answers 400.
+"""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from django.core.validators import validate_slug
 from rest_framework import serializers
 
-from agents.api.fields import BIGINT_MAX, JSONObject, Money, StrictInt, StrictStr
+from agents.api.fields import (
+    BIGINT_MAX,
+    JSON_INT_MAX,
+    AnyJSON,
+    JSONObject,
+    Money,
+    StrictInt,
+    StrictStr,
+)
 from agents.guard import types as g
+from agents.guard.limits import INT_FIELDS, PROFILE_INT_FIELDS
+from agents.models import Agent
 
 
 class Strict(serializers.Serializer):
-    """Unknown fields are an error too: a typo must not silently do nothing."""
+    """Unknown fields are an error too: a typo must not silently do nothing.
+
+    The schema says so with `additionalProperties: false` (see agents/api/schema.py).
+    """
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):
@@ -20,16 +40,94 @@ class Strict(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class StrictNumber(serializers.FloatField):
+    """A JSON number (not a string, not a bool)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+LIMIT_HELP = {
+    "max_model_calls": "Paid model calls (default 20).",
+    "max_tool_requests": "Tool requests: executed, reused and blocked (default 40).",
+    "max_tool_executions": "Real tool executions (default 20).",
+    "max_same_call": "Identical calls allowed in the window (default 2).",
+    "repeat_action": "`block` nudges the model once with BLOCK, then stops; `stop` stops at once.",
+    "max_cycle_period": "Longest cycle period detected (default 3; a longer period is stricter).",
+    "max_stagnant": "Consecutive steps without verified progress (default 3).",
+    "max_retries": "RETRYABLE attempts, all layers together (default 3).",
+    "max_polls": "PENDING polls (default 10).",
+    "deadline_seconds": "Wall-clock seconds per task (default 900; a resume grant extends it).",
+    "max_tokens": "Prompt plus completion tokens (default 200000).",
+    "max_cost": "Money, in the currency of the price table (default 5.00).",
+    "default_estimate_tokens": "Tokens a model-call gate without an estimate reserves, when the "
+    "model's price row has no default estimate (default 4000; an agent may only raise it).",
+    "progress_mode": "`evidence`: only evidence.revision counts as progress; `novelty`: a data "
+    "hash never seen in the task counts too.",
+    "near_duplicate_threshold": "0..1 similarity from which calls of one tool count as the same "
+    "call; null disables the check.",
+    "lease_seconds": "How long an IN_FLIGHT claim lives without a result (default 120).",
+    "max_tasks_per_trigger": "Tasks one trigger_key may create per window (profiles only).",
+    "trigger_window_seconds": "That window, in seconds; beyond it creation answers 429.",
+}
+
+
+def _limit_field(name: str) -> serializers.Field:
+    help_text = LIMIT_HELP[name]
+    ints = {**INT_FIELDS, **PROFILE_INT_FIELDS}
+    if name in ints:
+        top = JSON_INT_MAX if name == "max_tokens" else None
+        kwargs = {"max_value": top} if top else {}
+        return StrictInt(required=False, min_value=ints[name], help_text=help_text, **kwargs)
+    if name == "max_cost":
+        return Money(required=False, help_text=help_text)
+    if name == "repeat_action":
+        return serializers.ChoiceField(["block", "stop"], required=False, help_text=help_text)
+    if name == "progress_mode":
+        return serializers.ChoiceField(["evidence", "novelty"], required=False, help_text=help_text)
+    return StrictNumber(
+        required=False, allow_null=True, min_value=0, max_value=1, help_text=help_text
+    )
+
+
+class LimitsIn(Strict):
+    """Limits of a task (DESIGN section 5). Every field is optional; unknown fields are refused.
+
+    At task creation an agent may only tighten its profile's limits (lower numbers, except
+    `max_cycle_period` where higher is stricter); a looser value answers 403
+    LIMITS_NOT_ALLOWED.
+    """
+
+    def get_fields(self):
+        return {name: _limit_field(name) for name in g.Limits.names()}
+
+    def validate(self, attrs):
+        # Money as the guard stores limits: decimal text (JSON has no decimal type).
+        return {k: str(v) if isinstance(v, Decimal) else v for k, v in attrs.items()}
+
+
 class TaskCreateIn(Strict):
-    goal = StrictStr(max_length=10_000)
-    profile = StrictStr(required=False, allow_blank=True, max_length=64)
-    limits = JSONObject(required=False)
+    goal = StrictStr(max_length=10_000, help_text="The user goal, shown to operators.")
+    profile = StrictStr(
+        required=False, allow_blank=True, max_length=64,
+        help_text="A limit profile by name; empty or absent: the agent's default profile.",
+    )  # fmt: skip
+    limits = LimitsIn(required=False, help_text="Limits to tighten for this task only.")
     external_ref = StrictStr(required=False, allow_blank=True, max_length=200)
-    trigger_key = StrictStr(required=False, allow_blank=True, max_length=200)
+    trigger_key = StrictStr(
+        required=False, allow_blank=True, max_length=200,
+        help_text="What triggered the task (a webhook id, a ticket): at most "
+        "`max_tasks_per_trigger` tasks per key per window, then 429 TRIGGER_LOOP.",
+    )  # fmt: skip
 
 
 class ModelCallIn(Strict):
-    model = StrictStr(required=False, allow_blank=True, max_length=100, default="")
+    model = StrictStr(
+        required=False, allow_blank=True, max_length=100, default="",
+        help_text="Model name, looked up in the price table.",
+    )  # fmt: skip
     est_prompt_tokens = StrictInt(required=False, min_value=0, default=0)
     max_output_tokens = StrictInt(required=False, min_value=0, default=0)
 
@@ -42,89 +140,139 @@ class ToolCallSpec(Strict):
 class UsageIn(Strict):
     prompt_tokens = StrictInt(min_value=0)
     completion_tokens = StrictInt(min_value=0)
-    tool_calls = ToolCallSpec(many=True, required=False)
-    output_text = StrictStr(required=False, allow_blank=True, trim_whitespace=False)
+    tool_calls = ToolCallSpec(
+        many=True, required=False,
+        help_text="The tool calls the model asked for: three identical non-empty lists in a "
+        "row stop the task with repeated_output.",
+    )  # fmt: skip
+    output_text = StrictStr(required=False, allow_blank=True)
 
 
 class ToolRequestIn(Strict):
     tool = StrictStr(max_length=200)
-    args = JSONObject()
-    effect = serializers.ChoiceField(choices=[g.READ, g.WRITE])
-    operation_key = StrictStr(required=False, allow_blank=True, max_length=300)
-    job_id = StrictStr(required=False, allow_blank=True, max_length=200)
+    args = JSONObject(help_text="The tool's arguments; their canonical JSON is fingerprinted.")
+    effect = serializers.ChoiceField(
+        choices=[g.READ, g.WRITE],
+        help_text="`write` calls need an operation_key and go through the ledger.",
+    )
+    operation_key = StrictStr(
+        required=False, allow_blank=True, max_length=300,
+        help_text="The business action of a write, unique in the agent's namespace.",
+    )  # fmt: skip
+    job_id = StrictStr(
+        required=False, allow_blank=True, max_length=200,
+        help_text="Set for a status poll of a PENDING job: counted against max_polls.",
+    )  # fmt: skip
     call_id = StrictStr(required=False, allow_blank=True, max_length=200)
-    model_call = StrictInt(required=False, min_value=1, max_value=BIGINT_MAX)
+    model_call = StrictInt(required=False, min_value=1, max_value=JSON_INT_MAX)
 
 
 class ToolResultIn(Strict):
     # `kind` is any string: an unknown kind is not a 400, the tool ran and its call must close.
-    kind = StrictStr(max_length=32)
+    kind = StrictStr(
+        max_length=32,
+        help_text="SUCCESS, RETRYABLE, PENDING, PRECONDITION, FATAL or NO_RESULT. Any other "
+        "value is accepted and stops the task with bad_result: the tool ran, its call closes.",
+    )
     code = StrictStr(required=False, allow_blank=True, max_length=100)
-    data = serializers.JSONField(required=False, allow_null=True)
+    data = AnyJSON(required=False, allow_null=True, help_text="The tool's result, any JSON.")
     data_hash = StrictStr(required=False, allow_blank=True, max_length=128)
-    # Any wait is judged by the guard (past the deadline: PARTIAL/deadline), never a 400.
-    wait_ms = StrictInt(required=False, min_value=-BIGINT_MAX, max_value=BIGINT_MAX)
+    # Any wait is judged by the guard (past the deadline: PARTIAL/deadline), never a 400;
+    # only a number no 64-bit integer holds is a bad envelope.
+    wait_ms = StrictInt(
+        required=False, min_value=-BIGINT_MAX, max_value=BIGINT_MAX,
+        help_text="How long to wait before the next attempt or poll (RETRYABLE, PENDING); a "
+        "wait that reaches the deadline stops the task with deadline.",
+    )  # fmt: skip
     job_id = StrictStr(required=False, allow_blank=True, max_length=200)
     attempts = StrictInt(required=False, min_value=1, max_value=10_000, default=1)
     duration_ms = StrictInt(required=False, min_value=0)
-    error = StrictStr(required=False, allow_blank=True, trim_whitespace=False)
+    error = StrictStr(required=False, allow_blank=True)
     # Evidence is validated by the guard (invalid evidence stops the task, it is not a 400).
-    evidence = serializers.JSONField(required=False, allow_null=True)
+    evidence = AnyJSON(
+        required=False, allow_null=True,
+        help_text='`{"revision": int, "done": bool, "committed"?: bool, "milestone"?: str}`. '
+        "Anything else is accepted and judged by the guard: invalid_evidence stops the task.",
+    )  # fmt: skip
 
 
 class FinishIn(Strict):
-    evidence = serializers.JSONField(required=False, allow_null=True)
-    answer = StrictStr(required=False, allow_blank=True, trim_whitespace=False)
+    evidence = AnyJSON(
+        required=False, allow_null=True,
+        help_text="`evidence.done == true` with a valid revision: COMPLETED; otherwise "
+        "PARTIAL/goal_unverified.",
+    )  # fmt: skip
+    answer = StrictStr(required=False, allow_blank=True)
 
 
 class StopIn(Strict):
     reason = StrictStr(required=False, allow_blank=True, max_length=2000, default="")
-    request_id = StrictStr(required=False, allow_blank=True, max_length=200, default="")
+    request_id = StrictStr(
+        required=False, allow_blank=True, max_length=200, default="",
+        help_text="Repeating a stop with the same request_id answers the same.",
+    )  # fmt: skip
 
 
 class GrantIn(Strict):
+    """What a resume adds to the task's limits (each raises the matching limit)."""
+
     model_calls = StrictInt(required=False, min_value=0)
     tool_requests = StrictInt(required=False, min_value=0)
     tool_executions = StrictInt(required=False, min_value=0)
     retries = StrictInt(required=False, min_value=0)
     polls = StrictInt(required=False, min_value=0)
     tokens = StrictInt(required=False, min_value=0)
-    cost = Money(required=False, min_value=0)
-    seconds = StrictInt(required=False, min_value=0)
+    cost = Money(required=False)
+    seconds = StrictInt(required=False, min_value=0, help_text="Moves the deadline.")
 
 
 class ResumeIn(Strict):
-    reason = StrictStr(max_length=2000)
+    reason = StrictStr(max_length=2000, help_text="Why resuming is safe now (audit log).")
     grant = GrantIn(required=False)
 
 
 class ReconcileIn(Strict):
-    verdict = serializers.ChoiceField(choices=[g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN])
-    note = StrictStr(max_length=5000)
-    result = serializers.JSONField(required=False, allow_null=True)
-    evidence = serializers.JSONField(required=False, allow_null=True)
+    verdict = serializers.ChoiceField(
+        choices=[g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN],
+        help_text="COMMITTED: later requests answer REUSE with `result`; NOT_COMMITTED: the "
+        "write may execute again under its key; UNKNOWN: still unresolved.",
+    )
+    note = StrictStr(max_length=5000, help_text="What the operator checked (audit log).")
+    result = AnyJSON(required=False, allow_null=True)
+    evidence = AnyJSON(required=False, allow_null=True)
 
 
 class PauseIn(Strict):
-    reason = StrictStr(max_length=2000)
+    # Kept on the agent row (its paused_reason column): no longer than that column.
+    reason = StrictStr(max_length=Agent._meta.get_field("paused_reason").max_length)
 
 
-class LimitsPatchIn(Strict):
-    """PATCH tasks/{id}/limits: any limit field; `reason` for the audit log."""
+class LimitsPatchIn(LimitsIn):
+    """PATCH tasks/{id}/limits: any limit field (at least one); `reason` for the audit log."""
 
-    reason = StrictStr(required=False, allow_blank=True, max_length=2000, default="")
+    at_least_one_of = tuple(g.Limits.names())  # the schema's anyOf; the service refuses none
 
-    def to_internal_value(self, data):
-        if not isinstance(data, dict):
-            raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
-        names = set(g.Limits.names())
-        unknown = sorted(set(data) - names - {"reason"})
-        if unknown:
-            raise serializers.ValidationError({name: ["Unknown limit."] for name in unknown})
-        reason = data.get("reason", "")
-        if not isinstance(reason, str):
-            raise serializers.ValidationError({"reason": ["Must be a string."]})
-        return {"reason": reason, "limits": {k: v for k, v in data.items() if k in names}}
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["reason"] = StrictStr(required=False, allow_blank=True, max_length=2000)
+        return fields
+
+
+class ProfileIn(Strict):
+    """A limit profile's fields; on PATCH every field is optional."""
+
+    def get_fields(self):
+        fields = {
+            "name": StrictStr(
+                max_length=64,
+                validators=[validate_slug],
+                help_text="Letters, digits, hyphens and underscores.",
+            ),  # fmt: skip
+            "description": StrictStr(required=False, allow_blank=True, max_length=200),
+        }
+        names = [*g.Limits.names(), *PROFILE_INT_FIELDS]
+        fields.update({name: _limit_field(name) for name in names})
+        return fields
 
 
 class AgentPatchIn(Strict):

@@ -14,13 +14,13 @@ urlpatterns = [
     path("tasks/<str:task_id>/trace", v.TaskTrace.as_view(), name="api-trace"),
     path("tasks/<str:task_id>/model-calls", v.ModelCallGate.as_view(), name="api-model-calls"),
     path(
-        "tasks/<str:task_id>/model-calls/<int:model_call_id>/usage",
+        "tasks/<str:task_id>/model-calls/<str:model_call_id>/usage",
         v.ModelCallUsage.as_view(),
         name="api-usage",
     ),
     path("tasks/<str:task_id>/tool-calls", v.ToolCallRequest.as_view(), name="api-tool-calls"),
     path(
-        "tasks/<str:task_id>/tool-calls/<int:tool_call_id>/result",
+        "tasks/<str:task_id>/tool-calls/<str:tool_call_id>/result",
         v.ToolCallResult.as_view(),
         name="api-result",
     ),
@@ -29,9 +29,9 @@ urlpatterns = [
     path("tasks/<str:task_id>/resume", v.TaskResume.as_view(), name="api-resume"),
     path("tasks/<str:task_id>/limits", v.TaskLimits.as_view(), name="api-limits"),
     path("operations", o.OperationList.as_view(), name="api-operations"),
-    path("operations/<int:operation_id>", o.OperationDetail.as_view(), name="api-operation"),
+    path("operations/<str:operation_id>", o.OperationDetail.as_view(), name="api-operation"),
     path(
-        "operations/<int:operation_id>/reconcile",
+        "operations/<str:operation_id>/reconcile",
         o.OperationReconcile.as_view(),
         name="api-reconcile",
     ),
@@ -40,6 +40,7 @@ urlpatterns = [
     path("agents/<str:name>/unpause", o.AgentUnpause.as_view(), name="api-agent-unpause"),
     path("profiles", o.ProfileList.as_view(), name="api-profiles"),
     path("profiles/<str:name>", o.ProfileDetail.as_view(), name="api-profile"),
+    path("audit", o.AuditList.as_view(), name="api-audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     *bench.urlpatterns,  # routed only with DEBUG or LOOPWARDEN_BENCH=true

@@ -2,28 +2,53 @@
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ValidationError
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors
+from agents.api import pagination
+from agents.api import responses as r
 from agents.api import serializers as s
 from agents.api.auth import agent_of
+from agents.api.fields import JSON_INT_MAX
 from agents.api.permissions import require_agent, require_perm
-from agents.errors import NotFound
+from agents.errors import BadInput, NotFound
 from agents.guard import types as g
 from agents.models import Task
 from agents.services import operator, runner, tasks
 
-ANY = OpenApiResponse(description="JSON, see DESIGN.md section 6")
+_DIGITS = re.compile(r"[0-9]{1,16}")
 
 
 def _valid(serializer_class, request) -> dict:
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def row_id(value: str, *, what: str, code: str) -> int:
+    """A path's integer id; anything else names no row (404), never a database error."""
+    if not _DIGITS.fullmatch(value) or not 1 <= int(value) <= JSON_INT_MAX:
+        raise NotFound(f"No such {what}.", code=code)
+    return int(value)
+
+
+def id_parameter(name: str, description: str) -> OpenApiParameter:
+    return OpenApiParameter(
+        name, {"type": "integer", "minimum": 1, "maximum": JSON_INT_MAX},
+        OpenApiParameter.PATH, description=description,
+    )  # fmt: skip
+
+
+TASK_ID = OpenApiParameter(
+    "task_id", {"type": "string", "format": "uuid"}, OpenApiParameter.PATH,
+    description="The task's id (a UUID). Another agent's task answers 404.",
+)  # fmt: skip
 
 
 def visible_task(request, task_id) -> Task:
@@ -46,24 +71,41 @@ def stop_body(task: Task, outcome_decision: str = g.STOP, **extra) -> dict:
 
 
 class TaskList(APIView):
-    @extend_schema(responses=ANY)
+    @extend_schema(
+        operation_id="task_list",
+        summary="List tasks",
+        description="Agents see their own tasks; operators every task (needs view_task). "
+        "Newest first, a page at a time: follow `next` until it is null.",
+        parameters=[
+            OpenApiParameter("state", {"type": "string", "enum": list(g.TASK_STATES)}),
+            OpenApiParameter("agent", {"type": "string"}, description="An agent's name."),
+            *pagination.page_parameters(pagination.TIME_AND_UUID),
+        ],
+        responses=r.answers({200: r.TaskPage}),
+    )
     def get(self, request):
         agent = agent_of(request)
         if agent is None:
             require_perm(request, "agents.view_task")
-        state = request.query_params.get("state", "")
-        if state and state not in g.TASK_STATES:
-            return Response(
-                {"error": {"code": "BAD_STATE", "message": f"Unknown state {state!r}.",
-                           "fields": {"state": "invalid"}}},
-                status=400,
-            )  # fmt: skip
-        rows = selectors.tasks_for(
-            agent=agent, state=state, agent_name=request.query_params.get("agent", "")
-        )[:500]
-        return Response({"tasks": [selectors.task_json(t) for t in rows]})
+        state = request.query_params.get("state")
+        if state is not None and state not in g.TASK_STATES:  # `state=` names no state either
+            raise BadInput(
+                f"Unknown state {state!r}.", code="BAD_STATE", fields={"state": "invalid"}
+            )
+        agent_name = request.query_params.get("agent", "")
+        query = selectors.tasks_for(agent=agent, state=state or "", agent_name=agent_name)
+        rows, next_link = pagination.newest_first(request, query)
+        return Response({"tasks": [selectors.task_json(t) for t in rows], "next": next_link})
 
-    @extend_schema(request=s.TaskCreateIn, responses={201: ANY})
+    @extend_schema(
+        operation_id="task_create",
+        summary="Create a task",
+        description="Agent tokens only. The task copies its profile's limits, tightened by "
+        "`limits`. 409 AGENT_PAUSED while the agent is paused; 403 PROFILE_NOT_ALLOWED; "
+        "429 TRIGGER_LOOP when one trigger_key creates too many tasks.",
+        request=s.TaskCreateIn,
+        responses=r.answers({201: r.Task}, 409, body=True),
+    )
     def post(self, request):
         agent = require_agent(request)
         data = _valid(s.TaskCreateIn, request)
@@ -72,21 +114,52 @@ class TaskList(APIView):
 
 
 class TaskDetail(APIView):
-    @extend_schema(responses=ANY)
+    @extend_schema(
+        operation_id="task_get",
+        summary="Read a task",
+        description="State, limits, usage, remaining budget, verified revision and, once "
+        "terminal, the stop report.",
+        parameters=[TASK_ID],
+        responses=r.answers({200: r.Task}),
+    )
     def get(self, request, task_id):
         return Response(selectors.task_json(visible_task(request, task_id)))
 
 
 class TaskTrace(APIView):
-    @extend_schema(responses=ANY)
+    @extend_schema(
+        operation_id="task_trace",
+        summary="Read a task's trace",
+        description="Model calls and tool calls in `seq` order, and the task's events in "
+        "order. Each page holds up to `limit` calls and up to `limit` events; follow `next` "
+        "and concatenate `calls` and `events` until `next` is null.",
+        parameters=[TASK_ID, *pagination.page_parameters(pagination.NUMBER_PAIR)],
+        responses=r.answers({200: r.TracePage}),
+    )
     def get(self, request, task_id):
         task = visible_task(request, task_id)
         masks = selectors.redactor(operator=agent_of(request) is None)
-        return Response(selectors.trace_json(task, masks=masks))
+        cursor, limit = pagination.read_page_query(request, pagination.NUMBER_PAIR)
+        after_seq, after_event = (int(part) for part in (cursor or "0.0").split("."))
+        page = selectors.trace_page(
+            task, after_seq=after_seq, after_event=after_event, limit=limit, masks=masks
+        )
+        link = pagination.next_link(request, page.next_cursor)
+        return Response({"task": str(task.pk), "calls": page.calls, "events": page.events,
+                         "next": link})  # fmt: skip
 
 
 class ModelCallGate(APIView):
-    @extend_schema(request=s.ModelCallIn, responses=ANY)
+    @extend_schema(
+        operation_id="model_call_gate",
+        summary="Ask before a paid model call",
+        description="Checks, in order: task terminal, agent paused, deadline, model-call "
+        "budget, token budget, cost budget, the agent's daily cap. ALLOW reserves the "
+        "estimate; report the usage afterwards. Agent tokens only.",
+        parameters=[TASK_ID],
+        request=s.ModelCallIn,
+        responses=r.answers({200: r.MODEL_CALL_DECISION}, body=True),
+    )
     def post(self, request, task_id):
         agent = require_agent(request)
         data = _valid(s.ModelCallIn, request)
@@ -101,12 +174,22 @@ class ModelCallUsage(APIView):
     # (stored encoded, see agents.storable), never refused for it.
     records_reports = True
 
-    @extend_schema(request=s.UsageIn, responses=ANY)
+    @extend_schema(
+        operation_id="model_call_usage",
+        summary="Report a model call's usage",
+        description="Settles the reservation with the actual cost and records the tool calls "
+        "the model asked for. Always recorded, even after the task stopped: the money was "
+        "spent. 409 USAGE_ALREADY_REPORTED on a second report.",
+        parameters=[TASK_ID, id_parameter("model_call_id", "The `model_call` of the ALLOW.")],
+        request=s.UsageIn,
+        responses=r.answers({200: r.USAGE_DECISION}, 409, body=True),
+    )
     def post(self, request, task_id, model_call_id):
         agent = require_agent(request)
+        call_id = row_id(model_call_id, what="model call", code="MODEL_CALL_NOT_FOUND")
         data = _valid(s.UsageIn, request)
         task, outcome = runner.model_call_usage(
-            task_id=task_id, agent=agent, model_call_id=model_call_id, **data
+            task_id=task_id, agent=agent, model_call_id=call_id, **data
         )
         if outcome.decision == g.STOP:
             return Response(stop_body(task))
@@ -114,7 +197,17 @@ class ModelCallUsage(APIView):
 
 
 class ToolCallRequest(APIView):
-    @extend_schema(request=s.ToolRequestIn, responses=ANY)
+    @extend_schema(
+        operation_id="tool_call_request",
+        summary="Ask before a tool execution",
+        description="Fingerprints the call and checks, in order: task terminal, agent paused, "
+        "deadline, request budget, the write's ledger row (operation_key), same call, short "
+        "cycle, near duplicate, execution budget. Answers EXECUTE, REUSE, BLOCK, WAIT or "
+        "STOP; see each variant. Agent tokens only.",
+        parameters=[TASK_ID],
+        request=s.ToolRequestIn,
+        responses=r.answers({200: r.TOOL_CALL_DECISION}, 409, body=True),
+    )
     def post(self, request, task_id):
         agent = require_agent(request)
         data = _valid(s.ToolRequestIn, request)
@@ -152,9 +245,21 @@ class ToolCallResult(APIView):
     # with text the database cannot hold (stored encoded, see agents.storable).
     records_reports = True
 
-    @extend_schema(request=s.ToolResultIn, responses=ANY)
+    @extend_schema(
+        operation_id="tool_call_result",
+        summary="Report a tool's result",
+        description="A result for an EXECUTE'd call is always accepted and recorded, even "
+        "after the task stopped: a committed write must reach the ledger (the answer is then "
+        "STOP). A write's SUCCESS with evidence.committed true commits its operation; "
+        "committed false marks it NOT_COMMITTED; anything else leaves it UNKNOWN. 409 "
+        "RESULT_ALREADY_REPORTED or TOOL_CALL_NOT_EXECUTED.",
+        parameters=[TASK_ID, id_parameter("tool_call_id", "The `tool_call` of the EXECUTE.")],
+        request=s.ToolResultIn,
+        responses=r.answers({200: r.TOOL_RESULT_DECISION}, 409, body=True),
+    )
     def post(self, request, task_id, tool_call_id):
         agent = require_agent(request)
+        call_id = row_id(tool_call_id, what="tool call", code="TOOL_CALL_NOT_FOUND")
         data = _valid(s.ToolResultIn, request)
         duration = data.pop("duration_ms", None)
         result = g.ToolResult(
@@ -169,7 +274,7 @@ class ToolCallResult(APIView):
             error=data.get("error") or None,
         )
         task, call, outcome = runner.tool_call_result(
-            task_id=task_id, agent=agent, tool_call_id=tool_call_id, result=result,
+            task_id=task_id, agent=agent, tool_call_id=call_id, result=result,
             duration_ms=duration,
         )  # fmt: skip
         if outcome.decision == g.STOP:
@@ -181,7 +286,16 @@ class ToolCallResult(APIView):
 
 
 class TaskFinish(APIView):
-    @extend_schema(request=s.FinishIn, responses=ANY)
+    @extend_schema(
+        operation_id="task_finish",
+        summary="Finish a task",
+        description="`evidence.done == true` with a valid revision: COMPLETED/goal_met; "
+        "otherwise PARTIAL/goal_unverified. The agent's own claim never makes a task "
+        "COMPLETED. Agent tokens only.",
+        parameters=[TASK_ID],
+        request=s.FinishIn,
+        responses=r.answers({200: r.Task}, 409, body=True),
+    )
     def post(self, request, task_id):
         agent = require_agent(request)
         data = _valid(s.FinishIn, request)
@@ -190,7 +304,16 @@ class TaskFinish(APIView):
 
 
 class TaskStop(APIView):
-    @extend_schema(request=s.StopIn, responses=ANY)
+    @extend_schema(
+        operation_id="task_stop",
+        summary="Stop a task",
+        description="An agent stops its own task (STOPPED/agent_stop); an operator with "
+        "stop_task any task (STOPPED/operator_stop). Idempotent: a stopped task answers as it "
+        "is, and a repeat with the same request_id answers the same.",
+        parameters=[TASK_ID],
+        request=s.StopIn,
+        responses=r.answers({200: r.Task}, 409, body=True),
+    )
     def post(self, request, task_id):
         data = _valid(s.StopIn, request)
         agent = agent_of(request)
@@ -203,7 +326,18 @@ class TaskStop(APIView):
 
 
 class TaskResume(APIView):
-    @extend_schema(request=s.ResumeIn, responses=ANY)
+    @extend_schema(
+        operation_id="task_resume",
+        summary="Resume a stopped task",
+        description="Operators with resume_task. Starts the next phase: usage stays, each "
+        "grant raises its limit, `seconds` moves the deadline, the window stays, `stagnant` "
+        "starts from 0. 409 while any operation of the task is UNKNOWN or IN_FLIGHT, or the "
+        "task is RUNNING or COMPLETED. A non-admin's grant is bounded; larger grants answer "
+        "403 and need an admin.",
+        parameters=[TASK_ID],
+        request=s.ResumeIn,
+        responses=r.answers({200: r.Task}, 409, body=True),
+    )
     def post(self, request, task_id):
         require_perm(request, "agents.resume_task")
         data = _valid(s.ResumeIn, request)
@@ -214,11 +348,20 @@ class TaskResume(APIView):
 
 
 class TaskLimits(APIView):
-    @extend_schema(request=s.LimitsPatchIn, responses=ANY)
+    @extend_schema(
+        operation_id="task_limits_update",
+        summary="Change a task's limits",
+        description="Admins only (change_task_limits). Any limit field; usage is untouched; "
+        "a new deadline_seconds moves the deadline by the difference.",
+        parameters=[TASK_ID],
+        request=s.LimitsPatchIn,
+        responses=r.answers({200: r.Task}, 409, body=True),
+    )
     def patch(self, request, task_id):
         require_perm(request, "agents.change_task_limits")
-        data = _valid(s.LimitsPatchIn, request)
+        data = dict(_valid(s.LimitsPatchIn, request))
+        reason = data.pop("reason", "")
         task = operator.task_set_limits(
-            task_id=task_id, user=request.user, changes=data["limits"], reason=data["reason"]
+            task_id=task_id, user=request.user, changes=data, reason=reason
         )
         return Response(selectors.task_json(task))

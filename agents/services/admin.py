@@ -15,7 +15,7 @@ from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.errors import BadInput, NotFound
+from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, ApiToken, Event, LimitProfile
@@ -70,10 +70,10 @@ def _clean_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
     return clean
 
 
-def _name_taken() -> BadInput:
-    return BadInput(
+def _name_taken() -> Conflict:
+    return Conflict(
         "A profile with this name exists.",
-        code="BAD_PROFILE",
+        code="PROFILE_EXISTS",
         fields={"name": "A profile with this name already exists."},
     )
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.errors import BadInput, Conflict, Forbidden, TriggerLoop
+from agents.errors import Conflict, Forbidden, TriggerLoop
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, Event, LimitProfile, Phase, Task
@@ -75,9 +75,11 @@ def task_create(
         try:
             task_limits = core.tighten_limits(base, limits or {})
         except g.LimitError as exc:
-            raise BadInput(
+            # Well formed but not this agent's to ask for: a permission matter, like a profile
+            # the agent may not use.
+            raise Forbidden(
                 "Limits may only be tightened.",
-                code="BAD_LIMITS",
+                code="LIMITS_NOT_ALLOWED",
                 fields={f"limits.{k}": v for k, v in exc.fields.items()},
             ) from None
         if trigger_key:

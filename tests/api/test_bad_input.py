@@ -48,7 +48,6 @@ BAD_TASKS = [
     pytest.param({"goal": "x", "limits": ["max_model_calls", 5]}, id="list for limits"),
     pytest.param({"goal": "x", "limits": {"max_model_calls": "5"}}, id="string for int limit"),
     pytest.param({"goal": "x", "limits": {"max_model_calls": True}}, id="bool for int limit"),
-    pytest.param({"goal": "x", "limits": {"max_model_calls": 100}}, id="loosened limit"),
     pytest.param({"goal": "x", "limits": {"max_tasks_per_trigger": 1}}, id="profile-only limit"),
     pytest.param({"goal": "x", "limits": {"max_calls": 1}}, id="unknown limit"),
     pytest.param({"goal": "x", "priority": "high"}, id="unknown field"),

@@ -42,6 +42,7 @@ def operator_calls(task_id: str, operation_id: int) -> list[tuple[str, str, dict
         ("get", "profiles/existing", None),
         ("patch", "profiles/existing", {"max_model_calls": 3}),
         ("delete", "profiles/existing", None),
+        ("get", "audit", None),
     ]
 
 
@@ -96,6 +97,7 @@ def test_it_refuses_operator_actions_to_agent_tokens(agent_api, stopped_task):
         ("post", "profiles", {"name": "mine"}),
         ("patch", "profiles/existing", {"max_model_calls": 1000}),
         ("delete", "profiles/existing", None),
+        ("get", "audit", None),
     ]:
         response = call(agent_api, method, path, body)
         assert response.status_code == 403, (method, path, response.body)

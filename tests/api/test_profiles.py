@@ -70,7 +70,7 @@ def test_it_refuses_a_duplicate_profile_name(admin_api):
 
     response = admin_api.post("profiles", {"name": "tight", "max_model_calls": 9})
 
-    assert response.status_code == 400
+    assert response.status_code == 409
     assert "name" in response.body["error"]["fields"]
     assert LimitProfile.objects.get(name="tight").max_model_calls == 3
 
@@ -86,8 +86,8 @@ def test_it_lets_an_agent_only_tighten_its_profile(agent_api):
         "tasks", {"goal": "x", "profile": "tight", "limits": {"max_model_calls": 2}}
     )
 
-    assert looser.status_code == 400
-    assert looser.body["error"]["code"] == "BAD_LIMITS"
+    assert looser.status_code == 403
+    assert looser.body["error"]["code"] == "LIMITS_NOT_ALLOWED"
     assert "limits.max_model_calls" in looser.body["error"]["fields"]
     assert tighter.status_code == 201
     assert tighter.body["limits"]["max_model_calls"] == 2

@@ -35,8 +35,10 @@ def test_a_sweep_run_by_a_worker_process_shows_in_the_web_scrape(agent_api, scra
         celery.start("worker", *worker_args("metrics"), ready=" ready.")
         celery.send(sweep_deadlines, transport_options=filesystem_transport_options(data_dir))
         wait_for(
-            lambda: scrape().value("loopwarden_sweep_runs_total", sweep="deadline")
-            > before.value("loopwarden_sweep_runs_total", sweep="deadline"),
+            lambda: (
+                scrape().value("loopwarden_sweep_runs_total", sweep="deadline")
+                > before.value("loopwarden_sweep_runs_total", sweep="deadline")
+            ),
             timeout=30,
             message="the worker's sweep never showed in a scrape",
             logs=celery.logs,
