@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core.signals import request_finished, request_started
 from django.db.models.signals import post_migrate
 
 
@@ -27,3 +28,8 @@ class AgentsConfig(AppConfig):
         post_migrate.connect(_after_migrate, sender=self)
         # A sign-in lockout goes in the audit log (django-axes decides it).
         user_locked_out.connect(record_lockout, dispatch_uid="loopwarden-signin-lockout")
+        from agents import metrics  # imports models: only once the app registry is ready
+
+        # Starts the clock of the decision latency histogram at every request's arrival.
+        request_started.connect(metrics.request_arrived, dispatch_uid="loopwarden.metrics")
+        request_finished.connect(metrics.request_done, dispatch_uid="loopwarden.metrics")

@@ -12,6 +12,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from agents import metrics
 from agents.models import Notification
 from agents.services import notify, rollups, sweeps
 from loopwarden.celery import retried_job
@@ -19,17 +20,24 @@ from loopwarden.celery import retried_job
 
 @shared_task(ignore_result=True)
 def sweep_leases() -> dict[str, int]:
-    return sweeps.sweep_leases().as_dict()
+    return _counted("lease", sweeps.sweep_leases())
 
 
 @shared_task(ignore_result=True)
 def sweep_deadlines() -> dict[str, int]:
-    return sweeps.sweep_deadlines().as_dict()
+    return _counted("deadline", sweeps.sweep_deadlines())
 
 
 @shared_task(ignore_result=True)
 def sweep_reservations() -> dict[str, int]:
-    return sweeps.sweep_reservations().as_dict()
+    return _counted("reservation", sweeps.sweep_reservations())
+
+
+def _counted(sweep: str, result: sweeps.SweepResult) -> dict[str, int]:
+    """The run's summary, also counted for Prometheus (loopwarden_sweep_*)."""
+    summary = result.as_dict()
+    metrics.sweep_counted(sweep, **summary)
+    return summary
 
 
 class NotifyJob(Task):

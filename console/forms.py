@@ -12,7 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
+from agents import storable
 from agents.guard import types as g
 from agents.services.admin import PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
@@ -123,16 +125,27 @@ class ReconcileForm(forms.Form):
         data = super().clean()
         if data.get("result", "").strip() and data.get("verdict") not in (None, g.OP_COMMITTED):
             self.add_error("result", "Only a COMMITTED verdict stores a result.")
+        elif "result" in data:
+            try:
+                self.result_value()
+            except RecursionError:
+                limit = settings.LOOPWARDEN_MAX_JSON_DEPTH
+                self.add_error("result", f"JSON nested deeper than {limit} levels.")
+            except (storable.UnstorableText, storable.TooDeep) as exc:
+                self.add_error("result", str(exc))
         return data
 
     def result_value(self) -> Any:
+        """The result as typed: JSON when it parses, else the text itself. Held to the API's
+        rule (JSON escapes can spell "\\u0000"): clean() reports what breaks it."""
         text = self.cleaned_data.get("result", "").strip()
         if not text:
             return None
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except ValueError:
-            return text
+            value = text
+        return storable.admit(value, max_depth=settings.LOOPWARDEN_MAX_JSON_DEPTH, encode=False)
 
 
 class PauseForm(forms.Form):

@@ -14,6 +14,7 @@ from agents.models import Agent, AgentDay, ApiToken, Event, Task
 from agents.services.snapshot import operations_touched
 from console.words import CODE_WORDS, STATE_WORDS
 from ledger.models import Operation
+from ledger.selectors import operations_waiting_verdict
 
 # Event kinds that change limits: the "who changed what" lists.
 LIMIT_EVENTS = ("limits_changed", "profile_created", "profile_changed", "profile_deleted")
@@ -106,11 +107,8 @@ def reconcile_queue() -> list[Operation]:
     UNKNOWN ones, and IN_FLIGHT ones whose lease ran out (the lease sweep would make them
     UNKNOWN; the reconcile service accepts both).
     """
-    now = timezone.now()
     return list(
-        Operation.objects.filter(
-            Q(state=g.UNKNOWN) | Q(state=g.IN_FLIGHT, lease_expires_at__lte=now)
-        )
+        operations_waiting_verdict()
         .select_related("task__agent")
         .prefetch_related("reconciliations")
         .order_by("claimed_at", "id")

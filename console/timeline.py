@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
 
+from agents import storable
 from agents.models import ModelCall, Task, ToolCall
 from agents.redaction import DEFAULT, RedactionPolicy
 from agents.selectors import Redactor
@@ -45,11 +46,24 @@ def shorten(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def _page_json(value: Any, **options: Any) -> str:
+    """JSON text for a page: a lone surrogate written as its escape (a page is UTF-8, which
+    cannot carry one)."""
+    text = json.dumps(value, ensure_ascii=False, default=str, **options)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown_json(value: Any, **options: Any) -> str:
+    """A stored value as JSON text for a page, reported text decoded as the agent sent it."""
+    return _page_json(storable.decode(value), **options)
+
+
 def args_text(value: Any, policy: RedactionPolicy = DEFAULT) -> str:
-    """Args or a result as one short line, masked by the redaction policy (agents.redaction)
-    first, so a secret is never half shown by the shortening."""
-    shown = shorten(policy.apply(value))
-    text = json.dumps(shown, ensure_ascii=False, separators=(", ", ": "), default=str)
+    """Args or a result as one short line, reported text decoded as the agent sent it, then
+    masked by the redaction policy (agents.redaction), so a secret is never half shown by the
+    shortening."""
+    shown = shorten(policy.apply(storable.decode(value)))
+    text = _page_json(shown, separators=(", ", ": "))
     return text if len(text) <= MAX_ARGS_TEXT else text[: MAX_ARGS_TEXT - 1] + "…"
 
 
@@ -193,7 +207,11 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
     rows: list[Row] = []
     masks = Redactor()
     for call in ModelCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
-        asks = ", ".join(c.get("name", "?") for c in (call.tool_calls or []) if isinstance(c, dict))
+        asks = ", ".join(
+            storable.printable(str(c.get("name", "?")))
+            for c in (call.tool_calls or [])
+            if isinstance(c, dict)
+        )
         rows.append(Row(call.seq, "model", call, Marks(same_plan=plan_marks.get(call.seq, 0)),
                         asks=asks))  # fmt: skip
     for call in ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high):

@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRefresh
 
+from agents import storable
 from agents.errors import DomainError
 from agents.guard import core
 from agents.guard import types as g
@@ -170,7 +171,8 @@ def task_report(request, task_id):
     task = _task(task_id)
     if not task.report:
         return JsonResponse({"error": "The task has no stop report yet."}, status=404)
-    response = JsonResponse(task.report, json_dumps_params={"indent": 2})
+    # Reported text as the agent sent it (ASCII escapes: a lone surrogate stays valid JSON).
+    response = JsonResponse(storable.decode(task.report), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="loopwarden-report-{task.pk}.json"'
     return response
 

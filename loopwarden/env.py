@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 
 
@@ -72,3 +73,19 @@ def env_rate(name: str, default: str | None) -> str | None:
             "min, hour or day; or off)"
         )
     return f"{int(count)}/{RATE_PERIODS[period]}"
+
+
+def env_networks(
+    name: str,
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """A comma-separated list of IP addresses or networks (`10.0.0.0/8`, `::1`); empty: none."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"{name}: {item!r} is not an IP address or network: list addresses or networks "
+                "separated by commas, as in 10.0.0.0/8,127.0.0.1"
+            ) from None
+    return tuple(networks)

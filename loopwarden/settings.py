@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
-from .env import ConfigError, env_bool, env_int, env_list, env_rate, env_str
+from .env import ConfigError, env_bool, env_int, env_list, env_networks, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -71,6 +72,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "loopwarden.middleware.RefuseUnstorableUrlMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -191,11 +193,26 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
+# Request bodies. Larger than LOOPWARDEN_MAX_BODY_BYTES answers 413 (the API's error envelope);
+# JSON nested deeper than LOOPWARDEN_MAX_JSON_DEPTH (the body itself is level 1) answers 400.
+# The depth has a ceiling: what the parser admits is later walked recursively (serializers,
+# the fingerprint, the database driver's JSON encoder), and must stay far from Python's
+# recursion limit.
+LOOPWARDEN_MAX_BODY_BYTES = env_int("LOOPWARDEN_MAX_BODY_BYTES", 2_621_440, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = LOOPWARDEN_MAX_BODY_BYTES
+LOOPWARDEN_MAX_JSON_DEPTH_CEILING = 200
+LOOPWARDEN_MAX_JSON_DEPTH = env_int("LOOPWARDEN_MAX_JSON_DEPTH", 64, minimum=2)
+if LOOPWARDEN_MAX_JSON_DEPTH > LOOPWARDEN_MAX_JSON_DEPTH_CEILING:
+    raise ConfigError(
+        f"LOOPWARDEN_MAX_JSON_DEPTH={LOOPWARDEN_MAX_JSON_DEPTH} must be <= "
+        f"{LOOPWARDEN_MAX_JSON_DEPTH_CEILING}"
+    )
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["agents.api.auth.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["agents.api.renderers.FaithfulJSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["agents.api.parsers.GuardedJSONParser"],
     "EXCEPTION_HANDLER": "agents.api.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": ["agents.api.throttles.TokenRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -261,6 +278,26 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "loopwarden@localhost")
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10, minimum=1)
 NOTIFY_MAX_RETRIES = env_int("NOTIFY_MAX_RETRIES", 5)
 NOTIFY_BACKOFF_SECONDS = env_int("NOTIFY_BACKOFF_SECONDS", 10, minimum=1)
+
+# Prometheus metrics at /metrics (see agents/metrics.py). Every web worker and Celery process
+# writes its counters to files in one shared folder, which any web worker sums at a scrape
+# (prometheus_client's multiprocess mode). The client reads the folder from the environment,
+# so it is put there before anything imports it; subprocesses inherit it. The gunicorn master
+# empties it at start (loopwarden/gunicorn_metrics.py).
+PROMETHEUS_MULTIPROC_DIR = Path(
+    env_str("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "prometheus"))
+).resolve()
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
+# Who may scrape: a bearer token, client addresses, or both (both must then match). With
+# neither set the endpoint answers 404: metrics are never served unprotected by accident.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ConfigError(  # the token itself is never printed
+        f"METRICS_TOKEN is {len(METRICS_TOKEN)} characters long: use 16 or more, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    )
+METRICS_ALLOWED_ADDRESSES = env_networks("METRICS_ALLOWED_ADDRESSES")
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {

@@ -125,6 +125,8 @@ def gunicorn_server(
         "DEBUG": "false",
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
+        # Its own metrics folder too: the test process put its own in the environment.
+        "PROMETHEUS_MULTIPROC_DIR": str(data_dir / "prometheus"),
         **(env or {}),
     }
     server = None
@@ -155,6 +157,7 @@ def _start(log_path: Path, env: Mapping[str, str], workers: int, threads: int) -
         "--workers", str(workers),
         "--threads", str(threads),
         "--preload",  # import the app once in the master: workers are ready when forked
+        "--config", str(ROOT / "gunicorn.conf.py"),  # as deployed: gthread, timeouts, metrics
         "--timeout", "60",
         "--graceful-timeout", "5",
         "--log-level", "warning",

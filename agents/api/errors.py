@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import UnreadablePostError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
@@ -44,7 +47,30 @@ def _flatten(detail, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _body_error(exc) -> Response | None:
+    """Django's own errors while reading the body, in the envelope rather than an HTML page."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # set from LOOPWARDEN_MAX_BODY_BYTES
+        return Response(
+            error_body("BODY_TOO_LARGE",
+                       f"The request body is larger than {limit} bytes "
+                       "(LOOPWARDEN_MAX_BODY_BYTES).", {"body": f"over {limit} bytes"}),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )  # fmt: skip
+    if isinstance(exc, UnreadablePostError):
+        # The client declared a body and stalled (the socket's read timeout, see
+        # gunicorn.conf.py) or went away: nothing was read, nothing was done.
+        return Response(
+            error_body("BODY_TIMEOUT", "The request body did not arrive in full; send it again."),
+            status=status.HTTP_408_REQUEST_TIMEOUT,
+        )
+    return None
+
+
 def exception_handler(exc, context):
+    body_error = _body_error(exc)
+    if body_error is not None:
+        return body_error
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, exceptions.ValidationError):

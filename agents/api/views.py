@@ -97,6 +97,10 @@ class ModelCallGate(APIView):
 
 
 class ModelCallUsage(APIView):
+    # The money was spent: the report is recorded even with text the database cannot hold
+    # (stored encoded, see agents.storable), never refused for it.
+    records_reports = True
+
     @extend_schema(request=s.UsageIn, responses=ANY)
     def post(self, request, task_id, model_call_id):
         agent = require_agent(request)
@@ -144,6 +148,10 @@ class ToolCallRequest(APIView):
 
 
 class ToolCallResult(APIView):
+    # The tool ran: a committed write must reach the ledger, so the result is recorded even
+    # with text the database cannot hold (stored encoded, see agents.storable).
+    records_reports = True
+
     @extend_schema(request=s.ToolResultIn, responses=ANY)
     def post(self, request, task_id, tool_call_id):
         agent = require_agent(request)

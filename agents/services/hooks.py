@@ -1,4 +1,5 @@
-"""Side effects after a decision: structured decision logs and, on commit, notifications.
+"""Side effects after a decision: metrics, structured decision logs and, on commit,
+notifications.
 
 Kept out of the rules: nothing here decides anything.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 
+from agents import metrics
 from agents.guard import types as g
 
 log = logging.getLogger("loopwarden.decisions")
@@ -24,14 +26,19 @@ LINE_KEYS = (
 def decision_logged(
     task, event: str, outcome: g.Outcome, *, model_call=None, tool_call=None, operation=None
 ) -> None:
-    """One JSON line per decision, and one more per guard trigger (a rule that fired).
+    """Count the decision for Prometheus; log one JSON line per decision, and one more per
+    guard trigger (a rule that fired).
 
     `run` names the task's phase ("<task>:<phase>"): counters survive a resume, runs do not.
     `round` is the model-call round the decision belongs to (for a model call, its own).
     """
+    reason = outcome.reason or (task.reason if outcome.decision == g.STOP else None)
+    # A BLOCK carries no reason, only the rule that fired: count it under that rule.
+    metrics.decision_counted(
+        event, outcome.decision, reason or outcome.trigger, stopped=outcome.stopped_now
+    )
     if not log.isEnabledFor(logging.INFO):
         return
-    reason = outcome.reason or (task.reason if outcome.decision == g.STOP else None)
     line = dict.fromkeys(LINE_KEYS)
     line.update(
         event=event,

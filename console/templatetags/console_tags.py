@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 from django import template
-from django.db.models import Q
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents import storable
 from agents.selectors import Redactor
 from console import words
 from console.forms import money_text
-from console.timeline import args_text
+from console.timeline import args_text, shown_json
+from ledger.selectors import operations_waiting_verdict
 
 register = template.Library()
 
@@ -84,7 +83,16 @@ def short_args(value, tool: str = "") -> str:
 
 @register.filter
 def pretty_json(value) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return shown_json(value, indent=2)
+
+
+@register.filter
+def printable(value):
+    """Reported text as the agent sent it, NUL and lone surrogates shown as escapes; a list
+    (the report's `completed`) item by item."""
+    if isinstance(value, list):
+        return [storable.printable(item) if isinstance(item, str) else item for item in value]
+    return storable.printable(value) if isinstance(value, str) else value
 
 
 @register.filter
@@ -115,12 +123,7 @@ def plain(value) -> str:
 @register.simple_tag
 def reconcile_count() -> int:
     """Operations waiting for a verdict, for the navigation badge (one indexed count)."""
-    from ledger.models import Operation
-
-    now = timezone.now()
-    return Operation.objects.filter(
-        Q(state=g.UNKNOWN) | Q(state=g.IN_FLIGHT, lease_expires_at__lte=now)
-    ).count()
+    return operations_waiting_verdict().count()
 
 
 @register.simple_tag(takes_context=True)

@@ -77,7 +77,8 @@ def _last_line(command: str, *args, **options) -> str:
 @pytest.fixture
 def console(live_server, transactional_db):
     """A live console with an operator, an admin, a looping-prone agent and its thin client."""
-    from agents.client import Client
+    from loopwarden_client import Client
+
     from agents.models import Agent, LimitProfile
 
     _last_line("create_operator", "olivia", password="pw")

@@ -1,6 +1,6 @@
 """What an operator does at 3 a.m., in a real browser against a live server.
 
-The simulated agent is the thin client (agents/client.py) talking HTTP to the same live
+The simulated agent is the thin client (loopwarden_client) talking HTTP to the same live
 server, exactly as an outside agent would.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from loopwarden_client import TaskStopped
 from playwright.sync_api import expect
 
-from agents.client import TaskStopped
 from agents.models import Task
 from tests.browser.conftest import sign_in
 

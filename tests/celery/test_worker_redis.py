@@ -47,7 +47,7 @@ def celery(redis_url, tmp_path, request):
 
 AGENT = """
 import json, sys, time
-from agents.client import Client
+from loopwarden_client import Client
 
 client = Client(sys.argv[1], sys.argv[2])
 task = client.create_task("Send the March invoices")

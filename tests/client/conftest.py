@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from agents.client import Client
+from loopwarden_client import Client
 
 
 @pytest.fixture

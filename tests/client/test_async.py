@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from loopwarden_client import AsyncClient, LoopwardenError, Plan, TaskStopped, ToolReport, arun
 
-from agents.client import AsyncClient, LoopwardenError, Plan, TaskStopped, ToolReport, arun
 from agents.guard import types as g
 from agents.models import ModelCall, ToolCall
 from ledger.models import Operation

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from loopwarden_client import Client, LoopwardenError, TaskStopped
 
-from agents.client import Client, LoopwardenError, TaskStopped
 from agents.guard import types as g
 from agents.models import Task
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from loopwarden_client import TaskStopped
 
-from agents.client import TaskStopped
 from agents.guard import types as g
 from agents.models import ModelCall
 

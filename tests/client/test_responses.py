@@ -8,19 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
+from loopwarden_client import LoopwardenError, TaskStopped
+from loopwarden_client._core import Request, error_from_response, parse_response, unwrap_items
 
-from agents.client import (
-    LoopwardenError,
-    TaskStopped,
-    _Call,
-    _unwrap_items,
-    error_from_response,
-    parse_response,
-)
 from agents.guard import types as g
 
 
@@ -67,28 +60,31 @@ def test_a_stop_raises_task_stopped_only_on_guard_endpoints(http, lw):
     lw.stop(task_id)
     response = http.post(f"tasks/{task_id}/tool-calls", json={"tool": "t", "args": {},
                                                                "effect": "read"})  # fmt: skip
-    guard = _Call("request_tool", "POST", "x", {"tool": "t"}, task_id=task_id, stop_raises=True)
+    guard = Request("request_tool", "POST", "x", {"tool": "t"}, task_id=task_id, stop_raises=True)
     seen = []
     with pytest.raises(TaskStopped) as caught:
         parse_response(guard, response, lambda *args: seen.append(args))
     assert caught.value.report == response.json()["report"]
     assert (caught.value.state, caught.value.reason) == (g.STOPPED, "agent_stop")
     assert seen[0][2]["decision"] == g.STOP  # the hook saw it before the raise
-    plain = parse_response(_Call("get_task", "GET", "x"), response)
+    plain = parse_response(Request("get_task", "GET", "x"), response)
     assert plain["decision"] == g.STOP
 
 
 def test_list_answers_are_unwrapped_whether_wrapped_or_bare(http, lw):
     lw.create_task("listed")
-    assert len(_unwrap_items(http.get("tasks").json(), "tasks", 200)) == 1
-    assert _unwrap_items([{"id": 1}], "operations", 200) == [{"id": 1}]
-    assert _unwrap_items({"results": [{"id": 2}]}, "operations", 200) == [{"id": 2}]
+    assert len(unwrap_items(http.get("tasks").json(), "tasks", 200)) == 1
+    assert unwrap_items([{"id": 1}], "operations", 200) == [{"id": 1}]
+    assert unwrap_items({"results": [{"id": 2}]}, "operations", 200) == [{"id": 2}]
     with pytest.raises(LoopwardenError):
-        _unwrap_items({"count": 0}, "tasks", 200)
+        unwrap_items({"count": 0}, "tasks", 200)
 
 
-def test_the_client_imports_without_django_settings():
+def test_the_client_imports_without_django_and_without_the_repository(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    code = "import sys, agents.client; assert 'django' not in sys.modules"
-    root = Path(__file__).resolve().parents[2]
-    subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True)
+    code = (
+        "import sys, loopwarden_client; assert 'django' not in sys.modules; "
+        "assert 'site-packages' in loopwarden_client.__file__ or "
+        "'clients/python/src' in loopwarden_client.__file__"
+    )
+    subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, env=env, check=True)

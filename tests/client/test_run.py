@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.client import Plan, run
+from loopwarden_client import Plan, run
+
 from agents.guard import types as g
 from agents.models import ToolPolicy
 

@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 import pytest
+from loopwarden_client import Client, TaskStopped, ToolReport
 
-from agents.client import Client, TaskStopped, ToolReport
 from agents.guard import types as g
 from agents.models import ToolCall
 from ledger.models import Operation
@@ -164,3 +164,18 @@ def test_a_pending_result_is_waited_out_before_the_job_is_polled(lw):
     )  # fmt: skip
     assert polled == {"success": True, "data": {"file": "export.csv"}}
     assert session.get()["usage"]["polls"] == 1
+
+
+def test_a_result_that_completes_the_task_returns_and_keeps_the_report(lw):
+    session = lw.session(lw.create_task("refund order 7")["id"])
+    message = session.tool(
+        "refund", {"order": 7},
+        lambda args: ToolReport(data={"refund_id": "r-7"},
+                                evidence={"revision": 1, "done": True, "committed": True}),
+        effect="write", operation_key="refund-7",
+    )  # fmt: skip
+    assert message == {"success": True, "data": {"refund_id": "r-7"}}
+    assert (session.report["state"], session.report["reason"]) == (g.COMPLETED, "goal_met")
+    with pytest.raises(TaskStopped) as caught:  # sticky: the next gate repeats the report
+        session.client.gate_model_call(session.task_id)
+    assert caught.value.report == session.report

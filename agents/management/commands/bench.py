@@ -36,8 +36,8 @@ import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections, transaction
 from django.utils import timezone
+from loopwarden_client import Client, LoopwardenError, TaskStopped
 
-from agents.client import Client, LoopwardenError, TaskStopped
 from agents.guard import core
 from agents.guard import types as g
 

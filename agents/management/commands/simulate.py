@@ -1,6 +1,6 @@
 """`manage.py simulate`: drive realistic looping agents against a running Loopwarden.
 
-Everything goes through the thin client (agents/client.py) over HTTP, exactly as an outside
+Everything goes through the thin client (loopwarden_client) over HTTP, exactly as an outside
 agent would; nothing here reads or writes the database, so the command works against any
 server it can reach. Django is used only for the command plumbing.
 
@@ -24,8 +24,7 @@ from typing import Any, ClassVar
 
 import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-
-from agents.client import Client, LoopwardenError, Plan, run
+from loopwarden_client import Client, LoopwardenError, Plan, run
 
 History = list[dict[str, Any]]
 

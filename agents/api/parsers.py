@@ -1,0 +1,59 @@
+"""The one JSON parser of the API: where the body's depth and text are checked, once.
+
+Size is bounded before this runs (`DATA_UPLOAD_MAX_MEMORY_SIZE`, set from
+`LOOPWARDEN_MAX_BODY_BYTES`; the exception handler answers 413). Depth is bounded here, before
+anything downstream (serializers, the fingerprint, the JSON encoder of the database driver)
+walks the body recursively. Text the database cannot hold is refused here, or encoded when the
+view records reports (see `agents.storable`): no endpoint checks it on its own.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework.parsers import JSONParser
+
+from agents import storable
+from agents.errors import BadInput
+
+
+class BodyTooDeep(BadInput):
+    code = "BODY_TOO_DEEP"
+
+
+class UnsupportedText(BadInput):
+    code = "UNSUPPORTED_TEXT"
+
+
+def _too_deep(path: str, limit: int) -> BodyTooDeep:
+    return BodyTooDeep(
+        f"The body nests JSON deeper than {limit} levels (LOOPWARDEN_MAX_JSON_DEPTH) at {path}.",
+        fields={path: f"nested deeper than {limit} levels"},
+    )
+
+
+class GuardedJSONParser(JSONParser):
+    """JSON, no deeper than the limit, with text the database can hold.
+
+    A view that records reports of what already happened sets `records_reports = True`: its
+    unstorable strings are encoded instead of refused.
+    """
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.LOOPWARDEN_MAX_JSON_DEPTH
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            # The decoder nests a C call per level; far past the limit it gives up first.
+            raise _too_deep("body", limit) from None
+        view = (parser_context or {}).get("view")
+        try:
+            return storable.admit(
+                data, max_depth=limit, encode=getattr(view, "records_reports", False)
+            )
+        except storable.TooDeep as exc:
+            raise _too_deep(exc.path, limit) from None
+        except storable.UnstorableText as exc:
+            raise UnsupportedText(
+                str(exc),
+                fields={exc.path: f"{'a key holds ' if exc.in_key else ''}{exc.what}"},
+            ) from None

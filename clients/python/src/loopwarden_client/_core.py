@@ -1,0 +1,369 @@
+"""The client without I/O, part one: every endpoint as a request, and the reading of answers.
+
+`Client` and `AsyncClient` (in `client.py`) are thin shells over this module and `_flows`, the
+way httpx keeps one sans-I/O core under its sync and async clients. Every endpoint is written
+once in `Api`, generic in what sending returns; `REQUESTS` hands each request back unsent, for
+the flows. Nothing here is public API: import from `loopwarden_client`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from ._version import VERSION
+from .errors import LoopwardenError, TaskStopped
+from .types import JSON, STOP, drop_none
+
+# Called with (endpoint name, request body, response body) for every answer carrying a decision.
+DecisionHook = Callable[[str, JSON, JSON], None]
+
+DEFAULT_WAIT_MS = 1000  # when a WAIT forgets to say how long
+USER_AGENT = f"loopwarden-client/{VERSION}"
+THROTTLED = "THROTTLED"
+MAX_THROTTLE_SECONDS = 60.0  # a Retry-After longer than this is not slept out: it is raised
+
+
+# -- requests and answers ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """One API request, not yet sent, and how to read its answer."""
+
+    name: str  # the client method that built it; handed to the decision hook
+    method: str
+    path: str  # relative to the base URL
+    body: JSON | None = None
+    params: dict[str, str] | None = None
+    task_id: str | None = None
+    stop_raises: bool = False  # a guard endpoint: STOP becomes TaskStopped
+    items: str | None = None  # a list endpoint: the key holding the items, if wrapped
+
+
+def api_path(*parts: object) -> str:
+    return "/".join(quote(str(part), safe="") for part in parts)
+
+
+def error_from_response(response: httpx.Response) -> LoopwardenError:
+    """Build the error for a 4xx/5xx answer, reading the `{"error": {...}}` envelope if any."""
+    status = response.status_code
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error = body["error"]
+        fields = error.get("fields")
+        return LoopwardenError(
+            status,
+            str(error.get("code") or f"HTTP_{status}"),
+            str(error.get("message") or response.reason_phrase),
+            fields if isinstance(fields, dict) else None,
+        )
+    if isinstance(body, dict) and "detail" in body:  # a framework default, not our envelope
+        return LoopwardenError(status, f"HTTP_{status}", str(body["detail"]))
+    text = response.text.strip()[:200] or response.reason_phrase
+    return LoopwardenError(status, f"HTTP_{status}", text)
+
+
+def unwrap_items(body: Any, key: str, status: int) -> list[JSON]:
+    """A list endpoint's items, whether answered bare or wrapped (`results` or `<key>`)."""
+    if isinstance(body, list):
+        return body
+    if isinstance(body, dict):
+        for wrapper in ("results", key):
+            if isinstance(body.get(wrapper), list):
+                return body[wrapper]
+    raise LoopwardenError(status, "BAD_RESPONSE", f"expected a list of {key}")
+
+
+def parse_response(
+    request: Request, response: httpx.Response, hook: DecisionHook | None = None
+) -> Any:
+    """Decode an answer: raise on errors, report decisions to `hook`, raise TaskStopped on STOP."""
+    if response.status_code >= 400:
+        raise error_from_response(response)
+    if not response.content:
+        return {}
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise LoopwardenError(response.status_code, "BAD_RESPONSE", "not JSON") from exc
+    if request.items is not None:
+        return unwrap_items(body, request.items, response.status_code)
+    if isinstance(body, dict) and "decision" in body:
+        if hook is not None:
+            hook(request.name, request.body or {}, body)
+        if request.stop_raises and body["decision"] == STOP:
+            raise TaskStopped(body.get("report"), task_id=request.task_id)
+    return body
+
+
+def throttle_delay(response: httpx.Response, tries: int, max_tries: int) -> float | None:
+    """Seconds to wait before sending a throttled request again, or None to read the answer.
+
+    A 429 `THROTTLED` was refused before anything was decided, so sending it again is safe; it
+    is honoured like a WAIT. Any other 429 (`TRIGGER_LOOP`: the guard's verdict on a looping
+    workflow) is an answer, never retried. Past `max_tries`, or a wait longer than
+    `MAX_THROTTLE_SECONDS`, the 429 is raised as a `LoopwardenError`.
+    """
+    if response.status_code != 429 or tries >= max_tries:
+        return None
+    if error_from_response(response).code != THROTTLED:
+        return None
+    delay = retry_after_seconds(response.headers.get("Retry-After"))
+    if delay is None:
+        delay = DEFAULT_WAIT_MS / 1000
+    return delay if delay <= MAX_THROTTLE_SECONDS else None
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header (delta-seconds or an HTTP date) in seconds, or None if unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def http_options(base_url: str, token: str, timeout: float) -> JSON:
+    return {
+        # httpx appends relative paths to the base URL's path only if it ends with "/".
+        "base_url": base_url.rstrip("/") + "/",
+        "headers": {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        },
+        "timeout": timeout,
+    }
+
+
+# -- the endpoints, written once ---------------------------------------------------------------
+
+D = TypeVar("D")  # what a call answering a JSON object returns
+L = TypeVar("L")  # ... a list of objects
+A = TypeVar("A")  # ... any JSON
+
+
+class Api(Generic[D, L, A]):
+    """Every REST endpoint of DESIGN.md section 6. Subclasses decide what `_send` does."""
+
+    def _send(self, request: Request) -> Any:
+        raise NotImplementedError
+
+    # agent endpoints
+
+    def create_task(
+        self,
+        goal: str,
+        *,
+        profile: str | None = None,
+        limits: Mapping[str, Any] | None = None,
+        external_ref: str | None = None,
+        trigger_key: str | None = None,
+    ) -> D:
+        """Create a task (201). Limits may only tighten the profile's; 429 `TRIGGER_LOOP`."""
+        body = drop_none(
+            goal=goal,
+            profile=profile,
+            limits=dict(limits) if limits is not None else None,
+            external_ref=external_ref,
+            trigger_key=trigger_key,
+        )
+        return self._send(Request("create_task", "POST", "tasks", body))
+
+    def get_task(self, task_id: str) -> D:
+        """The task: id, state, reason, phase, limits, usage, remaining, revision, report."""
+        return self._send(Request("get_task", "GET", api_path("tasks", task_id), task_id=task_id))
+
+    def trace(self, task_id: str) -> A:
+        """The task's ordered model calls, tool calls and events."""
+        path = api_path("tasks", task_id, "trace")
+        return self._send(Request("trace", "GET", path, task_id=task_id))
+
+    def gate_model_call(
+        self,
+        task_id: str,
+        *,
+        model: str | None = None,
+        est_prompt_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> D:
+        """Ask before a paid model call: `{"decision": "ALLOW", "model_call", "round"}`.
+
+        Raises TaskStopped on STOP.
+        """
+        body = drop_none(
+            model=model, est_prompt_tokens=est_prompt_tokens, max_output_tokens=max_output_tokens
+        )
+        path = api_path("tasks", task_id, "model-calls")
+        return self._send(
+            Request("gate_model_call", "POST", path, body, task_id=task_id, stop_raises=True)
+        )
+
+    def report_usage(
+        self,
+        task_id: str,
+        model_call: int,
+        *,
+        prompt_tokens: int,
+        completion_tokens: int,
+        tool_calls: list[Mapping[str, Any]] | None = None,
+        output_text: str | None = None,
+    ) -> D:
+        """Settle a model call with its real usage and the tool calls the model asked for.
+
+        Answers `{"decision": "CONTINUE"}`; raises TaskStopped on STOP (e.g. repeated_output).
+        Always recorded by the server, even on a stopped task: the money was spent.
+        """
+        body = drop_none(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            tool_calls=[_model_tool_call(c) for c in tool_calls] if tool_calls else None,
+            output_text=output_text,
+        )
+        path = api_path("tasks", task_id, "model-calls", model_call, "usage")
+        return self._send(
+            Request("report_usage", "POST", path, body, task_id=task_id, stop_raises=True)
+        )
+
+    def request_tool(
+        self,
+        task_id: str,
+        tool: str,
+        args: Mapping[str, Any],
+        *,
+        effect: str = "read",
+        operation_key: str | None = None,
+        job_id: str | None = None,
+        call_id: str | None = None,
+        model_call: int | None = None,
+    ) -> D:
+        """Ask before a tool execution: EXECUTE, REUSE, BLOCK or WAIT is returned as is.
+
+        `job_id` marks a status poll of that job. Raises TaskStopped on STOP.
+        """
+        body = drop_none(
+            tool=tool,
+            args=dict(args),
+            effect=effect,
+            operation_key=operation_key,
+            job_id=job_id,
+            call_id=call_id,
+            model_call=model_call,
+        )
+        path = api_path("tasks", task_id, "tool-calls")
+        return self._send(
+            Request("request_tool", "POST", path, body, task_id=task_id, stop_raises=True)
+        )
+
+    def report_result(self, task_id: str, tool_call: int, kind: str, **fields: Any) -> D:
+        """Report an EXECUTE'd call's result: kind plus code, data, data_hash, wait_ms, job_id,
+        attempts, duration_ms, error, evidence. `{"decision": "CONTINUE", "wait_ms"?}`;
+        raises TaskStopped on STOP (also when the result itself stopped the task, even
+        COMPLETED by `evidence.done`; the sessions' `tool` returns in that case instead).
+        """
+        body = {"kind": kind, **drop_none(**fields)}
+        path = api_path("tasks", task_id, "tool-calls", tool_call, "result")
+        return self._send(
+            Request("report_result", "POST", path, body, task_id=task_id, stop_raises=True)
+        )
+
+    def finish(
+        self, task_id: str, *, evidence: Mapping[str, Any] | None = None, answer: str | None = None
+    ) -> D:
+        """Declare the task done; COMPLETED only with `evidence.done`. Returns the task."""
+        body = drop_none(evidence=dict(evidence) if evidence else None, answer=answer)
+        path = api_path("tasks", task_id, "finish")
+        return self._send(Request("finish", "POST", path, body, task_id=task_id))
+
+    def stop(self, task_id: str, *, reason: str | None = None, request_id: str | None = None) -> D:
+        """Stop the task (agent_stop or operator_stop by token; idempotent). Returns the task."""
+        body = drop_none(reason=reason, request_id=request_id)
+        return self._send(Request("stop", "POST", api_path("tasks", task_id, "stop"), body))
+
+    # operator endpoints
+
+    def resume(self, task_id: str, *, reason: str, grant: Mapping[str, Any] | None = None) -> D:
+        """Open the next phase, raising limits by `grant`. 409 while an operation is open."""
+        body = drop_none(reason=reason, grant=dict(grant) if grant else None)
+        return self._send(Request("resume", "POST", api_path("tasks", task_id, "resume"), body))
+
+    def set_limits(
+        self, task_id: str, limits: Mapping[str, Any], *, reason: str | None = None
+    ) -> D:
+        """Change a task's limits (admin); `reason` goes to the audit log. Returns the task."""
+        path = api_path("tasks", task_id, "limits")
+        body = {**limits, **drop_none(reason=reason)}
+        return self._send(Request("set_limits", "PATCH", path, body))
+
+    def list_tasks(self, state: str | None = None, agent: str | None = None) -> L:
+        """The first page of tasks visible to the token, optionally filtered."""
+        params = drop_none(state=state, agent=agent)
+        return self._send(Request("list_tasks", "GET", "tasks", params=params, items="tasks"))
+
+    def list_operations(self, state: str | None = None) -> L:
+        """The first page of ledger operations, optionally filtered by state (e.g. UNKNOWN)."""
+        params = drop_none(state=state)
+        request = Request("list_operations", "GET", "operations", params=params, items="operations")
+        return self._send(request)
+
+    def get_operation(self, operation_id: int | str) -> D:
+        """One ledger operation."""
+        return self._send(Request("get_operation", "GET", api_path("operations", operation_id)))
+
+    def reconcile(
+        self,
+        operation_id: int | str,
+        *,
+        verdict: str,
+        note: str,
+        result: Any = None,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> D:
+        """Settle an UNKNOWN operation: COMMITTED (+ result), NOT_COMMITTED or UNKNOWN."""
+        body = drop_none(verdict=verdict, note=note, result=result, evidence=evidence)
+        path = api_path("operations", operation_id, "reconcile")
+        return self._send(Request("reconcile", "POST", path, body))
+
+    def pause_agent(self, name: str, reason: str) -> D:
+        """The agent-level kill switch: its running tasks stop with agent_paused."""
+        path = api_path("agents", name, "pause")
+        return self._send(Request("pause_agent", "POST", path, {"reason": reason}))
+
+    def unpause_agent(self, name: str, reason: str) -> D:
+        """Lift the agent-level kill switch."""
+        path = api_path("agents", name, "unpause")
+        return self._send(Request("unpause_agent", "POST", path, {"reason": reason}))
+
+
+def _model_tool_call(call: Mapping[str, Any]) -> JSON:
+    """The `{name, args}` part of a tool call the model asked for, as the usage report wants."""
+    return {"name": call["name"], "args": dict(call.get("args") or {})}
+
+
+class _RequestBuilder(Api[Request, Request, Request]):
+    """Hands each request back unsent, for the flows below."""
+
+    def _send(self, request: Request) -> Request:
+        return request
+
+
+REQUESTS = _RequestBuilder()

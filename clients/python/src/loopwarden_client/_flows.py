@@ -1,0 +1,334 @@
+"""The client without I/O, part two: the tool, usage and loop logic, written once.
+
+Each flow is a generator that yields the steps it needs (a `Request` to send, a `Sleep`, an
+`Invoke` of application code) and receives each step's answer; `drive` runs a flow
+synchronously and `adrive` asynchronously. The two drivers are the only place where sync and
+async differ. Nothing here is public API: import from `loopwarden_client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect as _inspect
+import sys
+import time
+import warnings
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from ._core import DEFAULT_WAIT_MS, REQUESTS, Request
+from .errors import LoopwardenError, TaskStopped
+from .types import (
+    BLOCK,
+    COMPLETED,
+    EXECUTE,
+    JSON,
+    NO_RESULT,
+    REUSE,
+    SUCCESS,
+    WAIT,
+    ModelCall,
+    Plan,
+    ToolOutcome,
+    ToolReport,
+)
+
+# -- flows and their drivers -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Invoke:
+    """Call application code (execute, inspect, plan); the async driver awaits awaitables."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+T = TypeVar("T")
+Flow = Generator[Request | Sleep | Invoke, Any, T]
+Send = Callable[[Request], Any]
+
+
+def _advance(flow: Flow[T], reply: Any, error: Exception | None) -> tuple[bool, Any]:
+    """Hand the last step's reply, or the exception it raised, back to the flow.
+
+    Returns (False, the flow's next step), or (True, its value) once the flow has returned.
+    Both drivers go through here, so they keep the same contract with the flows.
+    """
+    try:
+        return False, (flow.throw(error) if error is not None else flow.send(reply))
+    except StopIteration as done:
+        return True, done.value
+
+
+def drive(flow: Flow[T], send: Send, sleep: Callable[[float], None]) -> T:
+    """Run a flow synchronously; a step's exception is thrown back into the flow."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        finished, step = _advance(flow, reply, error)
+        if finished:
+            return step
+        reply, error = None, None
+        try:
+            if isinstance(step, Request):
+                reply = send(step)
+            elif isinstance(step, Sleep):
+                sleep(step.seconds)
+            else:
+                reply = step.fn(*step.args)
+                if _inspect.isawaitable(reply):
+                    if asyncio.iscoroutine(reply):
+                        reply.close()
+                    raise TypeError(f"{step.fn!r} is async: use AsyncTaskSession or arun")
+        except Exception as exc:
+            error = exc
+
+
+async def adrive(
+    flow: Flow[T],
+    send: Callable[[Request], Awaitable[Any]],
+    sleep: Callable[[float], Awaitable[None]],
+) -> T:
+    """Run a flow asynchronously; application code may be sync or async."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        finished, step = _advance(flow, reply, error)
+        if finished:
+            return step
+        reply, error = None, None
+        try:
+            if isinstance(step, Request):
+                reply = await send(step)
+            elif isinstance(step, Sleep):
+                await sleep(step.seconds)
+            else:
+                reply = step.fn(*step.args)
+                if _inspect.isawaitable(reply):
+                    reply = await reply
+        except Exception as exc:
+            error = exc
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def tool_flow(
+    task_id: str,
+    tool: str,
+    args: Mapping[str, Any],
+    execute: Callable[[Any], Any],
+    *,
+    effect: str,
+    operation_key: str | None,
+    job_id: str | None,
+    call_id: str | None,
+    model_call: int | None,
+    inspect: Callable[[Any], Any] | None,
+    max_wait_tries: int,
+) -> Flow[ToolOutcome]:
+    """Request, honour WAIT, execute on EXECUTE, report; return the tool message and decision.
+
+    A result that completes the task (STOP with a COMPLETED report) is success, not an error:
+    the outcome carries the report. Every other STOP raises TaskStopped.
+    """
+    request = REQUESTS.request_tool(
+        task_id,
+        tool,
+        args,
+        effect=effect,
+        operation_key=operation_key,
+        job_id=job_id,
+        call_id=call_id,
+        model_call=model_call,
+    )
+    answer = yield request
+    tries = 1
+    while answer.get("decision") == WAIT:
+        if tries >= max_wait_tries:
+            # Another call still holds the write; tell the model instead of waiting forever.
+            message = {
+                "success": False,
+                "code": "OPERATION_IN_FLIGHT",
+                "retryable": True,
+                "message": f"{tool} is still running elsewhere under {operation_key}.",
+            }
+            return ToolOutcome(message, WAIT)
+        yield Sleep((answer.get("retry_after_ms") or DEFAULT_WAIT_MS) / 1000)
+        answer = yield request
+        tries += 1
+
+    decision = answer.get("decision")
+    if decision == BLOCK:
+        observation = answer.get("observation") or {"success": False, "retryable": False}
+        return ToolOutcome(dict(observation), BLOCK)
+    if decision == REUSE:
+        return ToolOutcome({"success": True, "reused": True, "data": answer.get("result")}, REUSE)
+    if decision != EXECUTE:
+        raise LoopwardenError(200, "BAD_RESPONSE", f"unexpected decision {decision!r}")
+
+    failure: Exception | None = None
+    started = time.monotonic()
+    try:
+        outcome = yield Invoke(execute, (args,))
+        report = outcome if isinstance(outcome, ToolReport) else ToolReport(data=outcome)
+        if inspect is not None and report.kind == SUCCESS and report.evidence is None:
+            report = replace(report, evidence=(yield Invoke(inspect, (report.data,))))
+    except Exception as exc:
+        # The tool may or may not have acted: NO_RESULT, never a guessed failure or success.
+        failure = exc
+        report = ToolReport(kind=NO_RESULT, error=describe(exc))
+    duration_ms = int((time.monotonic() - started) * 1000)
+    result = REQUESTS.report_result(
+        task_id,
+        int(answer["tool_call"]),
+        report.kind,
+        duration_ms=duration_ms,
+        **report.result_fields(),
+    )
+    try:
+        reply = yield result
+    except TaskStopped as stop:
+        if stop.state == COMPLETED and failure is None:
+            # The verifier's evidence finished the task: the run succeeded.
+            return ToolOutcome(report.tool_message(), EXECUTE, executed=True, report=stop.report)
+        if failure is not None:
+            raise stop from failure
+        raise
+    if reply.get("wait_ms"):
+        yield Sleep(reply["wait_ms"] / 1000)
+    return ToolOutcome(report.tool_message(), EXECUTE, executed=True)
+
+
+def usage_flow(call: ModelCall, error: BaseException | None) -> Flow[bool]:
+    """Report a model call's usage as its `with` block exits; `error` is what the block raised.
+
+    Returns False when there was no usage to report (the reservation will be charged). The
+    usage is reported on an exception too, if it was set: the money was spent. A failed report
+    then must not replace the block's own exception; it is noted on it instead.
+    """
+    if call.reported_usage is None:
+        return False
+    report = REQUESTS.report_usage(call.task_id, call.model_call, **call.reported_usage)
+    if error is None:
+        call.answer = yield report
+        return True
+    try:
+        call.answer = yield report
+    except (TaskStopped, LoopwardenError, httpx.HTTPError) as exc:
+        # The body's own exception matters more; the stop (sticky) is repeated by the next call.
+        error.add_note(f"loopwarden: usage report after this error answered: {exc}")
+    return True
+
+
+# Both spellings of each path: a frame's co_filename keeps the path its module was imported by.
+_PACKAGE_DIR = Path(__file__).parent
+_SKIPPED = tuple(
+    {
+        str(_PACKAGE_DIR),
+        str(_PACKAGE_DIR.resolve()),
+        contextlib.__file__,
+        str(Path(contextlib.__file__).resolve()),
+    }
+)
+
+
+def warn_at_caller(message: str) -> None:
+    """Warn at the first frame outside this package and contextlib: the user's own line.
+
+    Found by walking the stack rather than by counting frames, which changes with every
+    refactoring of the context managers and drivers in between.
+    """
+    frame = sys._getframe(1)  # the caller of this function: stacklevel 2
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, stacklevel=level)
+
+
+def _as_plan(value: Plan | Mapping[str, Any]) -> Plan:
+    return value if isinstance(value, Plan) else Plan(**value)
+
+
+def run_flow(
+    task_id: str,
+    plan: Callable[[list[JSON]], Any],
+    execute: Callable[[str, Any], Any],
+    inspect: Callable[[str, Any, Any], Any] | None,
+    *,
+    max_rounds: int,
+    model: str | None,
+    est_prompt_tokens: int | None,
+    max_output_tokens: int | None,
+    max_wait_tries: int,
+) -> Flow[JSON]:
+    """The agent loop of `run` and `arun`; returns the task JSON however it ends."""
+    gate = {
+        "model": model,
+        "est_prompt_tokens": est_prompt_tokens,
+        "max_output_tokens": max_output_tokens,
+    }
+    history: list[JSON] = []
+    try:
+        for _ in range(max_rounds):
+            allowed = yield REQUESTS.gate_model_call(task_id, **gate)
+            model_call = int(allowed["model_call"])
+            step = _as_plan((yield Invoke(plan, (history,))))
+            yield REQUESTS.report_usage(
+                task_id,
+                model_call,
+                prompt_tokens=step.prompt_tokens,
+                completion_tokens=step.completion_tokens,
+                tool_calls=step.tool_calls,
+                output_text=step.output_text or step.answer,
+            )
+            history.append(
+                {
+                    "role": "assistant",
+                    "round": allowed.get("round"),
+                    "tool_calls": step.tool_calls,
+                    "answer": step.answer,
+                }
+            )
+            if step.done:
+                return (yield REQUESTS.finish(task_id, evidence=step.evidence, answer=step.answer))
+            for call in step.tool_calls:
+                name, args = call["name"], dict(call.get("args") or {})
+                outcome = yield from tool_flow(
+                    task_id,
+                    name,
+                    args,
+                    partial(execute, name),
+                    effect=call.get("effect", "read"),
+                    operation_key=call.get("operation_key"),
+                    job_id=call.get("job_id"),
+                    call_id=call.get("id"),
+                    model_call=model_call,
+                    inspect=partial(inspect, name, args) if inspect is not None else None,
+                    max_wait_tries=max_wait_tries,
+                )
+                history.append(
+                    {"role": "tool", "name": name, "args": args, "content": outcome.message}
+                )
+                if outcome.report is not None:  # the task completed on this tool's evidence
+                    return (yield REQUESTS.get_task(task_id))
+        # A client-side bound too: never leave a task RUNNING because the loop gave up.
+        reason = f"client loop gave up after {max_rounds} rounds"
+        return (yield REQUESTS.stop(task_id, reason=reason))
+    except TaskStopped:
+        pass
+    return (yield REQUESTS.get_task(task_id))

@@ -1,0 +1,316 @@
+"""What every framework adapter shares: tool declarations and the guard around one agent run.
+
+An adapter (`loopwarden_client.langchain`, `.openai_agents`, `.pydantic_ai`) translates its
+framework's hooks into the three questions of DESIGN.md section 4, asked through a `Guard`:
+
+- before each model call, `gate()`: ALLOW runs the model; STOP ends the run with a final
+  message carrying the report (`Guard.report`, `Guard.stop_message()`);
+- after it, `usage(...)` with the framework's own token counts (nothing when the provider
+  gave none: the reservation is then charged);
+- around each tool call, `tool(...)`: EXECUTE runs the tool and reports its result (an
+  exception, or a framework's error message, is NO_RESULT); REUSE and BLOCK answer with the
+  stored result or the nudge and never run it; WAIT is slept out; STOP raises TaskStopped.
+
+Tools are declared once, at setup: `read()` (the default for undeclared tools) or
+`write(key=...)`, where `key` derives the operation key from the call's arguments. A write
+without a key is refused when it is declared, never at run time.
+
+Progress: given an `evidence(tool, args, data)` callback (the application's verifier), its
+answer is sent with each result. Without one, each result carries its `data_hash`, so a task
+under a profile with `progress_mode: novelty` (the built-in `novelty` profile) counts new data
+as progress; and a write that returned normally is reported committed at the task's current
+revision (its own code confirmed it; an exception leaves it UNKNOWN).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ._core import REQUESTS
+from ._flows import Flow, adrive
+from .client import AsyncTaskSession, TaskSession
+from .errors import TaskStopped
+from .types import COMPLETED, JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
+
+Evidence = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any] | None]
+KeyRule = str | Callable[[Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """How the guard sees one tool: its effect and, for a write, its operation key rule.
+
+    `key` is a format string over the arguments (`"pay-{invoice}"`) or a function of them.
+    `job_id` (a function of the arguments) marks a status-poll tool. `committed(data)` decides,
+    without an evidence callback, whether a write's normal return confirms its commit (default:
+    it does).
+    """
+
+    effect: str = READ
+    key: KeyRule | None = None
+    job_id: Callable[[Mapping[str, Any]], str | None] | None = None
+    committed: Callable[[Any], bool] | None = None
+
+    def __post_init__(self) -> None:
+        if self.effect not in (READ, WRITE):
+            raise ValueError(f"effect must be 'read' or 'write', not {self.effect!r}")
+        if self.effect == WRITE and not self.key:
+            raise ValueError(
+                "a write tool needs key=: how its operation key derives from its arguments"
+            )
+
+    def operation_key(self, args: Mapping[str, Any]) -> str | None:
+        if self.key is None:
+            return None
+        if callable(self.key):
+            return str(self.key(args))
+        return self.key.format(**args)
+
+
+def read(*, job_id: Callable[[Mapping[str, Any]], str | None] | None = None) -> ToolSpec:
+    """A tool without side effects; `job_id(args)` marks it as a status poll of that job."""
+    return ToolSpec(READ, job_id=job_id)
+
+
+def write(key: KeyRule, *, committed: Callable[[Any], bool] | None = None) -> ToolSpec:
+    """A tool with a side effect, executed at most once per operation key."""
+    return ToolSpec(WRITE, key=key, committed=committed)
+
+
+def tool_specs(tools: Mapping[str, ToolSpec | str] | None) -> dict[str, ToolSpec]:
+    """Declarations checked at setup: `"read"`, or a `ToolSpec`; a bare `"write"` is refused."""
+    specs: dict[str, ToolSpec] = {}
+    for name, spec in (tools or {}).items():
+        if isinstance(spec, str):
+            if spec == WRITE:
+                raise ValueError(
+                    f"tool {name!r} is a write: declare it as write(key=...) so its operation "
+                    "key can be derived from its arguments"
+                )
+            spec = ToolSpec(spec)
+        if not isinstance(spec, ToolSpec):
+            raise TypeError(f"tool {name!r}: expected read(), write(key=...) or 'read'")
+        specs[name] = spec
+    return specs
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON form of a tool's output, for the result report (repr for what JSON cannot hold)."""
+    try:
+        return json.loads(json.dumps(value, default=_fallback))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _fallback(value: Any) -> Any:
+    for dump in ("model_dump", "dict"):
+        method = getattr(value, dump, None)
+        if callable(method):
+            try:
+                return method()
+            except Exception:  # noqa: BLE001 - a best effort at a JSON form
+                break
+    return repr(value)
+
+
+def data_hash(data: Any) -> str:
+    """sha256 of the canonical JSON of a result, for the `novelty` progress mode."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stop_text(report: Mapping[str, Any]) -> str:
+    """The final message a framework run ends with when the guard stopped the task."""
+    state, reason, code = report.get("state"), report.get("reason"), report.get("code")
+    if state == COMPLETED:
+        return f"Loopwarden: the task is {state}/{reason}; nothing more to do."
+    text = f"Loopwarden stopped this task: {state}/{reason}"
+    if code:
+        text += f" ({code})"
+    if report.get("resume_condition"):
+        text += f". {report['resume_condition']}"
+    return text
+
+
+class Guard:
+    """The guard around one agent run of one task, for framework adapters.
+
+    `session` is a `TaskSession` (works for sync and async runs: async runs send its requests
+    from a worker thread) or an `AsyncTaskSession` (async runs only). `model`,
+    `est_prompt_tokens` and `max_output_tokens` go to every model gate.
+    """
+
+    def __init__(
+        self,
+        session: TaskSession | AsyncTaskSession,
+        *,
+        tools: Mapping[str, ToolSpec | str] | None = None,
+        evidence: Evidence | None = None,
+        model: str | None = None,
+        est_prompt_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> None:
+        if not isinstance(session, TaskSession | AsyncTaskSession):
+            raise TypeError("session must be a TaskSession or AsyncTaskSession")
+        self.session = session
+        self.tools = tool_specs(tools)
+        self.evidence = evidence
+        self.model = model
+        self.est_prompt_tokens = est_prompt_tokens
+        self.max_output_tokens = max_output_tokens
+        self.report: JSON | None = None  # the stop report, once the task ended
+        self._revision: int | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.session.task_id
+
+    def spec(self, tool: str) -> ToolSpec:
+        return self.tools.get(tool) or ToolSpec()
+
+    # -- drivers
+
+    def run(self, flow: Flow[Any]) -> Any:
+        """Run a flow in a synchronous framework hook."""
+        if isinstance(self.session, TaskSession):
+            return self.session.drive(flow)
+        flow.close()
+        raise TypeError("a synchronous run needs a TaskSession (Client.session), not an async one")
+
+    async def arun(self, flow: Flow[Any]) -> Any:
+        """Run a flow in an asynchronous framework hook."""
+        if isinstance(self.session, AsyncTaskSession):
+            return await self.session.drive(flow)
+        send = self.session.client._send
+        return await adrive(flow, lambda request: asyncio.to_thread(send, request), asyncio.sleep)
+
+    # -- the three questions, as flows
+
+    def gate(self, model: str | None = None) -> Flow[int | None]:
+        """The model gate: the allowed model call's id, or None once the task is stopped."""
+        if self.report is not None:
+            return None
+        try:
+            answer = yield REQUESTS.gate_model_call(
+                self.task_id,
+                model=model or self.model,
+                est_prompt_tokens=self.est_prompt_tokens,
+                max_output_tokens=self.max_output_tokens,
+            )
+        except TaskStopped as stop:
+            self.report = stop.report
+            return None
+        self.session.last_model_call = int(answer["model_call"])
+        return self.session.last_model_call
+
+    def usage(
+        self,
+        model_call: int,
+        *,
+        prompt_tokens: int | None,
+        completion_tokens: int | None,
+        tool_calls: list[Mapping[str, Any]] | None = None,
+        output_text: str | None = None,
+    ) -> Flow[bool]:
+        """Settle a model call; False if the report stopped the task (e.g. repeated_output).
+
+        Without token counts nothing is reported: the gate's reservation is charged instead.
+        """
+        if prompt_tokens is None and completion_tokens is None:
+            return True
+        try:
+            yield REQUESTS.report_usage(
+                self.task_id,
+                model_call,
+                prompt_tokens=int(prompt_tokens or 0),
+                completion_tokens=int(completion_tokens or 0),
+                tool_calls=tool_calls,
+                output_text=output_text,
+            )
+        except TaskStopped as stop:
+            self.report = stop.report
+            return False
+        return True
+
+    def tool(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        execute: Callable[[Mapping[str, Any]], Any],
+        *,
+        call_id: str | None = None,
+    ) -> Flow[ToolOutcome]:
+        """One guarded tool call. `execute(args)` runs the framework's tool and returns a
+        `ToolReport` (sync or async); it runs only on EXECUTE. STOP raises TaskStopped."""
+        spec = self.spec(name)
+        args = dict(args)
+        inspect: Callable[[Any], Any] | None = None
+        if self.evidence is not None:
+            inspect = _bound_evidence(self.evidence, name, args)
+        elif spec.effect == WRITE:
+            if self._revision is None:
+                task = yield REQUESTS.get_task(self.task_id)
+                self._revision = int(task.get("revision") or 0)
+            inspect = _commit_evidence(spec, self._revision)
+        try:
+            outcome = yield from self.session.tool_flow(
+                name,
+                args,
+                execute if self.evidence is not None else _with_data_hash(execute),
+                effect=spec.effect,
+                operation_key=spec.operation_key(args),
+                job_id=spec.job_id(args) if spec.job_id else None,
+                inspect=inspect,
+                call_id=call_id,
+            )
+        except TaskStopped as stop:
+            self.report = stop.report
+            raise
+        if outcome.report is not None:
+            self.report = outcome.report
+        return outcome
+
+    def stop_message(self) -> str:
+        return stop_text(self.report or {})
+
+
+def _bound_evidence(evidence: Evidence, name: str, args: Mapping[str, Any]):
+    def inspect(data: Any) -> Any:
+        return evidence(name, args, data)
+
+    return inspect
+
+
+def _commit_evidence(spec: ToolSpec, revision: int):
+    def inspect(data: Any) -> JSON | None:
+        if spec.committed is not None and not spec.committed(data):
+            return None  # not confirmed: the operation becomes UNKNOWN, a human reconciles
+        return {"revision": revision, "done": False, "committed": True}
+
+    return inspect
+
+
+def _with_data_hash(execute: Callable[[Mapping[str, Any]], Any]):
+    """Add each SUCCESS's data_hash; works whether `execute` is sync or async."""
+
+    def hashed(report: Any) -> Any:
+        if isinstance(report, ToolReport) and report.kind == SUCCESS and not report.data_hash:
+            return replace(report, data_hash=data_hash(report.data))
+        return report
+
+    def run(args: Mapping[str, Any]) -> Any:
+        report = execute(args)
+        if asyncio.iscoroutine(report):
+            return _await_then(report, hashed)
+        return hashed(report)
+
+    return run
+
+
+async def _await_then(coroutine: Any, then: Callable[[Any], Any]) -> Any:
+    return then(await coroutine)

@@ -1,0 +1,182 @@
+"""LangChain v1: one middleware guards an agent's model calls and tool calls.
+
+    from loopwarden_client.langchain import LoopwardenMiddleware
+    from loopwarden_client.guard import write
+
+    agent = create_agent(model, tools, middleware=[
+        LoopwardenMiddleware(lw.session(task_id), tools={"pay": write(key="pay-{invoice}")}),
+    ])
+
+Put it first in `middleware`: the first is the outermost, so a retry middleware placed after it
+(`ToolRetryMiddleware`, `ModelRetryMiddleware`) retries inside one guarded call and never sees,
+let alone retries, a STOP. Placed before it, a retry middleware would retry the TaskStopped.
+
+A model STOP (gate or usage report) ends the run cleanly: the model is not called and the
+last message is an `AIMessage` without tool calls whose `response_metadata["loopwarden"]`
+holds the stop report. A tool STOP raises `TaskStopped` out of `invoke`/`ainvoke`/`stream`.
+A tool's exception, or the error `ToolMessage` a tool node or retry middleware makes of one,
+is reported as NO_RESULT. Needs the `langchain` extra.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+    from langchain.agents.middleware.types import ExtendedModelResponse
+    from langchain_core.messages import AIMessage, ToolMessage
+except ImportError as exc:  # the extra is missing: say which one
+    raise ImportError(
+        f"{__name__} needs the 'langchain' extra: pip install 'loopwarden-client[langchain]'"
+    ) from exc
+
+from .client import AsyncTaskSession, TaskSession
+from .guard import Evidence, Guard, ToolSpec, jsonable
+from .types import EXECUTE, NO_RESULT, REUSE, ToolReport
+
+__all__ = ["LoopwardenMiddleware"]
+
+
+class LoopwardenMiddleware(AgentMiddleware):
+    """Asks Loopwarden before every model call and every tool call of a LangChain agent.
+
+    `session`: a `TaskSession` (sync and async runs) or an `AsyncTaskSession` (async runs).
+    `tools`: per tool name, `read()` (the default) or `write(key=...)`. `evidence(tool, args,
+    data)`: the application's verifier; without it each result is sent with its data hash
+    (run the agent under the `novelty` profile). `report` holds the stop report once the task
+    has ended.
+    """
+
+    def __init__(
+        self,
+        session: TaskSession | AsyncTaskSession,
+        *,
+        tools: Mapping[str, ToolSpec | str] | None = None,
+        evidence: Evidence | None = None,
+        est_prompt_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.guard = Guard(
+            session,
+            tools=tools,
+            evidence=evidence,
+            est_prompt_tokens=est_prompt_tokens,
+            max_output_tokens=max_output_tokens,
+        )
+
+    @property
+    def report(self) -> dict[str, Any] | None:
+        return self.guard.report
+
+    # -- model calls
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> Any:
+        model_call = self.guard.run(self.guard.gate(_model_name(request)))
+        if model_call is None:
+            return self._stopped()
+        response = handler(request)
+        if not self.guard.run(self._usage(model_call, response)):
+            return self._stopped()
+        return response
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> Any:
+        model_call = await self.guard.arun(self.guard.gate(_model_name(request)))
+        if model_call is None:
+            return self._stopped()
+        response = await handler(request)
+        if not await self.guard.arun(self._usage(model_call, response)):
+            return self._stopped()
+        return response
+
+    def _usage(self, model_call: int, response: Any):
+        message = _ai_message(response)
+        usage = getattr(message, "usage_metadata", None) or {}
+        calls = [{"name": c["name"], "args": c.get("args") or {}}
+                 for c in (getattr(message, "tool_calls", None) or [])]  # fmt: skip
+        text = message.text if isinstance(message, AIMessage) else None
+        return self.guard.usage(
+            model_call,
+            prompt_tokens=usage.get("input_tokens"),
+            completion_tokens=usage.get("output_tokens"),
+            tool_calls=calls,
+            output_text=text or None,
+        )
+
+    def _stopped(self) -> AIMessage:
+        # No tool calls: the agent loop ends here, with the report for whoever reads the state.
+        return AIMessage(
+            content=self.guard.stop_message(),
+            name="loopwarden",
+            response_metadata={"loopwarden": self.guard.report},
+        )
+
+    # -- tool calls
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        produced: list[Any] = []
+
+        def execute(args: Mapping[str, Any]) -> ToolReport:
+            produced.append(handler(request))
+            return _tool_report(produced[-1])
+
+        outcome = self.guard.run(self._tool(request, execute))
+        return produced[-1] if outcome.decision == EXECUTE else _answer(request, outcome)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        produced: list[Any] = []
+
+        async def execute(args: Mapping[str, Any]) -> ToolReport:
+            produced.append(await handler(request))
+            return _tool_report(produced[-1])
+
+        outcome = await self.guard.arun(self._tool(request, execute))
+        return produced[-1] if outcome.decision == EXECUTE else _answer(request, outcome)
+
+    def _tool(self, request: Any, execute: Callable[[Mapping[str, Any]], Any]):
+        call = request.tool_call
+        args = call.get("args") or {}
+        return self.guard.tool(call["name"], args, execute, call_id=call.get("id"))
+
+
+def _model_name(request: ModelRequest) -> str | None:
+    for attribute in ("model_name", "model"):
+        name = getattr(request.model, attribute, None)
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
+def _ai_message(response: Any) -> Any:
+    if isinstance(response, ExtendedModelResponse):
+        response = response.model_response
+    if isinstance(response, ModelResponse):
+        return next((m for m in response.result if isinstance(m, AIMessage)), None)
+    return response
+
+
+def _tool_report(output: Any) -> ToolReport:
+    """A tool node's answer as a result: an error message is NO_RESULT, never a success."""
+    if isinstance(output, ToolMessage):
+        if output.status == "error":
+            return ToolReport(kind=NO_RESULT, error=str(output.content)[:2000])
+        return ToolReport(data=jsonable(output.content))
+    return ToolReport(data=jsonable(output))  # a Command: the update it makes
+
+
+def _answer(request: Any, outcome: Any) -> ToolMessage:
+    """REUSE, BLOCK or an exhausted WAIT, handed to the model as the tool's answer."""
+    call = request.tool_call
+    return ToolMessage(
+        content=json.dumps(outcome.message, ensure_ascii=False, default=str),
+        tool_call_id=call.get("id") or "",
+        name=call["name"],
+        status="success" if outcome.decision == REUSE else "error",
+    )

@@ -1,0 +1,118 @@
+"""pydantic-ai: one capability guards an agent's model requests and tool executions.
+
+    from loopwarden_client.pydantic_ai import LoopwardenCapability
+    from loopwarden_client.guard import write
+
+    agent = Agent(model, tools=[...], capabilities=[
+        LoopwardenCapability(lw.session(task_id), tools={"pay": write(key="pay-{invoice}")}),
+    ])
+
+`wrap_model_request` gates every model request: a STOP answers a final text response
+carrying the report instead of calling the model, so the run ends cleanly with it as output
+(for agents whose output is text). `wrap_tool_execute` asks before every tool execution:
+EXECUTE runs it (an exception is NO_RESULT); REUSE and BLOCK hand the stored result or the
+nudge to the model as the tool's return value; WAIT is slept out; a STOP raises `TaskStopped`
+out of `run`/`run_sync`. Put it first in `capabilities` so that no other capability's retry
+wraps it. Needs the `pydantic-ai` extra.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+except ImportError as exc:  # the extra is missing: say which one
+    raise ImportError(
+        f"{__name__} needs the 'pydantic-ai' extra: pip install 'loopwarden-client[pydantic-ai]'"
+    ) from exc
+
+from .client import AsyncTaskSession, TaskSession
+from .guard import Evidence, Guard, ToolSpec, jsonable
+from .types import EXECUTE, ToolReport
+
+__all__ = ["LoopwardenCapability"]
+
+
+class LoopwardenCapability(AbstractCapability[Any]):
+    """Asks Loopwarden before every model request and every tool execution of an agent.
+
+    `session`: a `TaskSession` (its requests run in a worker thread; fits `run_sync`) or an
+    `AsyncTaskSession`. `tools`: per tool name, `read()` (the default) or `write(key=...)`.
+    `evidence(tool, args, data)`: the application's verifier; without it each result is sent
+    with its data hash (run the agent under the `novelty` profile). `report` holds the stop
+    report once the task ended.
+    """
+
+    def __init__(
+        self,
+        session: TaskSession | AsyncTaskSession,
+        *,
+        tools: Mapping[str, ToolSpec | str] | None = None,
+        evidence: Evidence | None = None,
+        est_prompt_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> None:
+        self.guard = Guard(
+            session,
+            tools=tools,
+            evidence=evidence,
+            est_prompt_tokens=est_prompt_tokens,
+            max_output_tokens=max_output_tokens,
+        )
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a live session: not built from a spec
+
+    @property
+    def report(self) -> dict[str, Any] | None:
+        return self.guard.report
+
+    async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> Any:
+        name = getattr(request_context.model, "model_name", None)
+        model_call = await self.guard.arun(self.guard.gate(name if isinstance(name, str) else None))
+        if model_call is None:
+            return self._stopped()
+        response = await handler(request_context)
+        if not await self.guard.arun(self._usage(model_call, response)):
+            return self._stopped()
+        return response
+
+    def _usage(self, model_call: int, response: ModelResponse):
+        usage = response.usage
+        prompt, completion = usage.input_tokens, usage.output_tokens
+        if not prompt and not completion:
+            prompt = completion = None  # the provider sent none: the reservation is charged
+        calls = [{"name": part.tool_name, "args": part.args_as_dict()}
+                 for part in response.parts if isinstance(part, ToolCallPart)]  # fmt: skip
+        text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
+        return self.guard.usage(
+            model_call,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            tool_calls=calls,
+            output_text=text or None,
+        )
+
+    def _stopped(self) -> ModelResponse:
+        text = self.guard.stop_message() + "\n" + json.dumps(self.guard.report, sort_keys=True)
+        return ModelResponse(parts=[TextPart(content=text)], model_name="loopwarden")
+
+    async def wrap_tool_execute(
+        self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any
+    ) -> Any:
+        produced: list[Any] = []
+
+        async def execute(_: Mapping[str, Any]) -> ToolReport:
+            produced.append(await handler(args))
+            return ToolReport(data=jsonable(produced[-1]))
+
+        flow = self.guard.tool(
+            call.tool_name, call.args_as_dict(), execute, call_id=call.tool_call_id
+        )
+        outcome = await self.guard.arun(flow)
+        return produced[-1] if outcome.decision == EXECUTE else outcome.message

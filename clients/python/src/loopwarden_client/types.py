@@ -1,0 +1,130 @@
+"""What the client hands to and gets from the application: decisions, tool reports, plans."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON = dict[str, Any]
+
+# Guard decisions (DESIGN.md section 4) and the result kinds of a tool execution.
+ALLOW, CONTINUE = "ALLOW", "CONTINUE"
+STOP, WAIT, BLOCK, REUSE, EXECUTE = "STOP", "WAIT", "BLOCK", "REUSE", "EXECUTE"
+SUCCESS, RETRYABLE, PENDING = "SUCCESS", "RETRYABLE", "PENDING"
+PRECONDITION, FATAL, NO_RESULT = "PRECONDITION", "FATAL", "NO_RESULT"
+COMPLETED = "COMPLETED"
+READ, WRITE = "read", "write"
+
+
+def drop_none(**fields: Any) -> JSON:
+    """The fields that have a value: the API reads an absent field and a null alike."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class ToolReport:
+    """What a tool execution produced, as reported to the result endpoint.
+
+    An `execute` function may return one of these, or plain data (meaning SUCCESS). Evidence
+    (`{"revision", "done", "committed"?, "milestone"?}`) must come from the application's
+    verifier, never from the model's text.
+    """
+
+    kind: str = SUCCESS
+    data: Any = None
+    evidence: Mapping[str, Any] | None = None
+    wait_ms: int | None = None
+    job_id: str | None = None
+    attempts: int = 1
+    code: str | None = None
+    error: str | None = None
+    data_hash: str | None = None
+
+    def result_fields(self) -> JSON:
+        """The result endpoint's fields besides `kind`."""
+        return drop_none(
+            data=self.data,
+            evidence=dict(self.evidence) if self.evidence is not None else None,
+            wait_ms=self.wait_ms,
+            job_id=self.job_id,
+            attempts=self.attempts,
+            code=self.code,
+            error=self.error,
+            data_hash=self.data_hash,
+        )
+
+    def tool_message(self) -> JSON:
+        """The tool message for the model; failures are shaped like the BLOCK observation."""
+        if self.kind == SUCCESS:
+            return {"success": True, "data": self.data}
+        default = {
+            RETRYABLE: "The tool failed temporarily.",
+            PENDING: f"Job {self.job_id} is still running; poll it with job_id.",
+            NO_RESULT: "The tool gave no usable result.",
+        }.get(self.kind, f"The tool answered {self.kind}.")
+        message: JSON = {
+            "success": False,
+            "code": self.code or self.kind,
+            "retryable": self.kind in (RETRYABLE, PENDING),
+            "message": self.error or default,
+        }
+        message.update(drop_none(data=self.data, job_id=self.job_id, wait_ms=self.wait_ms))
+        return message
+
+
+@dataclass
+class Plan:
+    """One planning step of the model: the tool calls it asked for, or that it is done.
+
+    `tool_calls` items are `{"name", "args", "effect"?, "operation_key"?, "job_id"?, "id"?}`.
+    `evidence` for `finish` must come from the verifier; tokens are the call's real usage.
+    """
+
+    tool_calls: list[JSON] = field(default_factory=list)
+    done: bool = False
+    evidence: JSON | None = None
+    answer: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    output_text: str | None = None
+
+
+@dataclass
+class ModelCall:
+    """An allowed model call. Call `usage(...)` once the model answered."""
+
+    task_id: str
+    model_call: int
+    round: int | None = None
+    answer: JSON | None = None  # the usage report's answer, after the block exits
+    reported_usage: JSON | None = field(default=None, init=False, repr=False)
+
+    def usage(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        tool_calls: list[Mapping[str, Any]] | None = None,
+        output_text: str | None = None,
+    ) -> None:
+        """Record the real usage; it is reported when the `with` block exits."""
+        self.reported_usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "tool_calls": tool_calls,
+            "output_text": output_text,
+        }
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """How one guarded tool call ended: the message for the model and what decided it.
+
+    `decision` is the guard's answer (EXECUTE, REUSE, BLOCK, or WAIT when the wait ran out);
+    `report` is set when this call's result finished the task (COMPLETED by evidence).
+    """
+
+    message: JSON
+    decision: str
+    executed: bool = False
+    report: JSON | None = None

@@ -1,0 +1,302 @@
+"""LangChain v1 `create_agent` with LoopwardenMiddleware, a scripted model, a live server."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain")
+
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import ToolRetryMiddleware  # noqa: E402
+from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from loopwarden_client import Client, TaskStopped  # noqa: E402
+from loopwarden_client.guard import write  # noqa: E402
+from loopwarden_client.langchain import LoopwardenMiddleware  # noqa: E402
+from scenarios import model_calls, operation_state, tool_decisions  # noqa: E402
+
+
+class ScriptedModel(BaseChatModel):
+    """Answers from a script: each turn a list of (tool, args) calls, or a final text."""
+
+    script: list[Any]
+    usage: dict[str, int] | None = {"input_tokens": 120, "output_tokens": 30, "total_tokens": 150}
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
+        return self
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:  # fmt: skip
+        turn = self.script[min(self.calls, len(self.script) - 1)]
+        self.calls += 1
+        if isinstance(turn, str):
+            message = AIMessage(content=turn, usage_metadata=self.usage)
+        else:
+            tool_calls = [{"name": name, "args": args, "id": f"call-{self.calls}-{i}"}
+                          for i, (name, args) in enumerate(turn)]  # fmt: skip
+            message = AIMessage(content="", tool_calls=tool_calls, usage_metadata=self.usage)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+class Tools:
+    """The tools an agent gets, counting their real executions."""
+
+    def __init__(self, lose_payment: bool = False) -> None:
+        self.ran: list[str] = []
+        ran, lose = self.ran, lose_payment
+
+        @tool
+        def search(query: str) -> str:
+            """Search the knowledge base."""
+            ran.append("search")
+            return "Refunds take 5 days."
+
+        @tool
+        def fetch_page(page: int) -> str:
+            """Fetch one page of invoices."""
+            ran.append("fetch_page")
+            return f"invoices on page {page}: INV-{page}01, INV-{page}02"
+
+        @tool
+        def pay(invoice: str, amount: str) -> str:
+            """Pay an invoice."""
+            ran.append("pay")
+            if lose:
+                raise TimeoutError("the payment provider did not answer")
+            return f"paid {invoice}"
+
+        self.all = [search, fetch_page, pay]
+
+
+PAY = {"pay": write(key="pay-{invoice}")}
+SEARCH = ("search", {"query": "refund policy"})
+
+
+def agent_for(script: list[Any], tools: Tools, guard: LoopwardenMiddleware, *extra: Any):
+    model = ScriptedModel(script=script)
+    return model, create_agent(model, tools.all, middleware=[guard, *extra])
+
+
+@pytest.fixture
+def session(lw):
+    def make(goal: str = "langchain task", **limits: Any):
+        return lw.session(lw.create_task(goal, limits=limits or None)["id"])
+
+    return make
+
+
+def test_a_repeated_read_is_blocked_then_stopped_and_ran_only_when_executed(lw, session):
+    tools, s = Tools(), session()
+    _, agent = agent_for([[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"], tools,
+                         LoopwardenMiddleware(s, tools=PAY))  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+    assert (caught.value.state, caught.value.reason) == ("PARTIAL", "same_call")
+    decisions = tool_decisions(lw, s.task_id)
+    assert sorted(decisions) == sorted(["EXECUTE", "EXECUTE", "BLOCK", "STOP"])
+    assert len(tools.ran) == decisions.count("EXECUTE") == 2
+
+
+def test_a_committed_write_asked_again_is_reused_and_runs_once(lw, operator, session, unique):
+    tools, s = Tools(), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    _, agent = agent_for([[pay], [pay], "paid"], tools, LoopwardenMiddleware(s, tools=PAY))
+    result = agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert result["messages"][-1].content == "paid"
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
+    assert tools.ran == ["pay"]
+    assert '"reused": true' in result["messages"][-2].content
+    assert operation_state(operator, f"pay-INV-{unique}") == "COMMITTED"
+
+
+def test_a_lost_write_response_ends_needs_human(lw, operator, session, unique):
+    tools, s = Tools(lose_payment=True), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    _, agent = agent_for([[pay], [pay], "paid"], tools, LoopwardenMiddleware(s, tools=PAY))
+    with pytest.raises(TaskStopped) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert caught.value.report["operations"] == [{"key": f"pay-INV-{unique}", "state": "UNKNOWN"}]
+    assert tools.ran == ["pay"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_a_model_stop_ends_the_run_cleanly_with_the_report(lw, session):
+    tools, s = Tools(), session(max_model_calls=2)
+    guard = LoopwardenMiddleware(s, tools=PAY)
+    model, agent = agent_for([[("fetch_page", {"page": n})] for n in range(1, 9)], tools, guard)
+    result = agent.invoke({"messages": [{"role": "user", "content": "export"}]})
+    final = result["messages"][-1]
+    assert isinstance(final, AIMessage) and not final.tool_calls
+    assert final.response_metadata["loopwarden"]["reason"] == "model_budget"
+    assert "PARTIAL/model_budget" in final.content
+    assert guard.report["state"] == "PARTIAL" and model.calls == 2
+    assert lw.get_task(s.task_id)["state"] == "PARTIAL"
+
+
+def test_usage_reaches_the_server_with_the_models_token_counts(lw, session):
+    tools, s = Tools(), session()
+    _, agent = agent_for([[("fetch_page", {"page": 1})], "done"], tools,
+                         LoopwardenMiddleware(s, tools=PAY))  # fmt: skip
+    agent.invoke({"messages": [{"role": "user", "content": "one page"}]})
+    calls = model_calls(lw, s.task_id)
+    assert [(c["prompt_tokens"], c["completion_tokens"]) for c in calls] == [(120, 30)] * 2
+    assert lw.get_task(s.task_id)["usage"]["tokens"] == 300
+
+
+def test_a_model_without_usage_reports_none_and_keeps_its_reservation(lw, session):
+    tools, s = Tools(), session()
+    model = ScriptedModel(script=["nothing to do"], usage=None)
+    agent = create_agent(model, tools.all, middleware=[LoopwardenMiddleware(s)])
+    agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
+    [call] = model_calls(lw, s.task_id)
+    assert call["settled_at"] is None and call["prompt_tokens"] is None
+
+
+def test_a_fifteen_step_task_with_fresh_data_runs_to_the_end(lw, session):
+    tools, s = Tools(), session()
+    script = [[("fetch_page", {"page": n})] for n in range(1, 16)] + ["exported 15 pages"]
+    _, agent = agent_for(script, tools, LoopwardenMiddleware(s, tools=PAY))
+    result = agent.invoke({"messages": [{"role": "user", "content": "export"}]},
+                          {"recursion_limit": 100})  # fmt: skip
+    assert result["messages"][-1].content == "exported 15 pages"
+    assert tools.ran == ["fetch_page"] * 15
+    task = lw.get_task(s.task_id)
+    assert task["state"] == "RUNNING" and task["usage"]["tool_executions"] == 15
+
+
+def test_a_retry_middleware_after_the_guard_never_retries_a_stop(lw, session):
+    tools, s = Tools(), session()
+    retry = ToolRetryMiddleware(max_retries=3, initial_delay=0, jitter=False)
+    _, agent = agent_for([[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"], tools,
+                         LoopwardenMiddleware(s, tools=PAY), retry)  # fmt: skip
+    with pytest.raises(TaskStopped):
+        agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+    decisions = tool_decisions(lw, s.task_id)
+    assert decisions.count("STOP") == 1 and len(decisions) == 4
+    assert lw.get_task(s.task_id)["usage"]["tool_requests"] == 4
+
+
+def test_streaming_runs_are_guarded_too(lw, session):
+    tools, s = Tools(), session()
+    _, agent = agent_for([[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"], tools,
+                         LoopwardenMiddleware(s, tools=PAY))  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        for _ in agent.stream({"messages": [{"role": "user", "content": "refund policy?"}]}):
+            pass
+    assert caught.value.reason == "same_call" and len(tools.ran) == 2
+
+
+@pytest.mark.parametrize("flavour", ["async session", "sync session"])
+def test_async_runs_are_guarded_with_either_session(lw, alw, flavour, unique):
+    task_id = lw.create_task("async langchain")["id"]
+    s = alw.session(task_id) if flavour == "async session" else lw.session(task_id)
+    tools = Tools()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "3.00"})
+    _, agent = agent_for([[pay], [pay], [SEARCH], [SEARCH, SEARCH], [SEARCH]], tools,
+                         LoopwardenMiddleware(s, tools=PAY))  # fmt: skip
+
+    async def main() -> None:
+        try:
+            await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]})
+        finally:
+            await alw.aclose()
+
+    with pytest.raises(TaskStopped) as caught:
+        asyncio.run(main())
+    assert caught.value.reason == "same_call"
+    assert tools.ran == ["pay", "search", "search"]
+    assert tool_decisions(lw, task_id)[:2] == ["EXECUTE", "REUSE"]
+
+
+def test_a_write_without_a_key_is_refused_at_setup(lw, session):
+    with pytest.raises(ValueError, match="key"):
+        LoopwardenMiddleware(session(), tools={"pay": "write"})
+    with pytest.raises(ValueError, match="key"):
+        write(key="")
+
+
+@pytest.mark.parametrize(("guard_first", "stops_seen"), [(True, 1), (False, 3)])
+def test_the_documented_order_is_what_keeps_a_stop_from_being_retried(
+    live, guard_first, stops_seen
+):
+    """Guard first: one STOP, raised. Retry first: the STOP is retried (and then swallowed)."""
+    stops: list[str] = []
+
+    def seen(endpoint: str, request: dict, answer: dict) -> None:
+        if endpoint == "request_tool" and answer["decision"] == "STOP":
+            stops.append(answer["report"]["reason"])
+
+    with Client(live.api, live.agent_token, on_decision=seen) as client:
+        s = client.session(client.create_task("retry order")["id"])
+        guard = LoopwardenMiddleware(s, tools=PAY)
+        retry = ToolRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+        order = [guard, retry] if guard_first else [retry, guard]
+        model = ScriptedModel(script=[[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"])
+        agent = create_agent(model, Tools().all, middleware=order)
+        try:
+            agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+        except TaskStopped:
+            assert guard_first
+    assert stops == ["same_call"] * stops_seen
+
+
+def test_identical_results_still_trip_no_progress_under_novelty(lw, session):
+    """New arguments each step, but the same data back: no progress, and the task stops."""
+    s = session()
+
+    @tool
+    def lookup(n: int) -> str:
+        """Look something up."""
+        return "nothing new"
+
+    script = [[("lookup", {"n": n})] for n in range(1, 10)]
+    agent = create_agent(ScriptedModel(script=script), [lookup],
+                         middleware=[LoopwardenMiddleware(s)])  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "look"}]})
+    assert (caught.value.state, caught.value.reason) == ("PARTIAL", "no_progress")
+
+
+def test_without_the_novelty_profile_fresh_data_is_not_progress(live):
+    """Why adapters without a verifier name the novelty profile: the default is strict."""
+    with Client(live.api, live.strict_token) as strict:
+        s = strict.session(strict.create_task("evidence mode")["id"])
+        tools = Tools()
+        script = [[("fetch_page", {"page": n})] for n in range(1, 16)] + ["done"]
+        _, agent = agent_for(script, tools, LoopwardenMiddleware(s))
+        with pytest.raises(TaskStopped) as caught:
+            agent.invoke({"messages": [{"role": "user", "content": "export"}]},
+                         {"recursion_limit": 100})  # fmt: skip
+    assert caught.value.reason == "no_progress" and len(tools.ran) == 3
+
+
+def test_evidence_from_the_verifier_decides_and_can_complete_the_task(lw, session):
+    s = session()
+    tools = Tools()
+
+    def verify(tool_name: str, args: dict, data: Any) -> dict:
+        return {
+            "revision": args["page"],
+            "done": args["page"] == 3,
+            "milestone": f"p{args['page']}",
+        }
+
+    script = [[("fetch_page", {"page": n})] for n in range(1, 9)]
+    guard = LoopwardenMiddleware(s, tools=PAY, evidence=verify)
+    _, agent = agent_for(script, tools, guard)
+    result = agent.invoke({"messages": [{"role": "user", "content": "export"}]})
+    assert result["messages"][-1].content.startswith("Loopwarden: the task is COMPLETED/goal_met")
+    assert tools.ran == ["fetch_page"] * 3
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["report"]["completed"]) == ("COMPLETED", ["p1", "p2", "p3"])

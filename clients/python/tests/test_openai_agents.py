@@ -1,0 +1,268 @@
+"""The OpenAI Agents SDK (`agents`) with guard_agent, a scripted model, a live server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from loopwarden_client import TaskStopped  # noqa: E402
+from loopwarden_client.guard import write  # noqa: E402
+from loopwarden_client.openai_agents import AgentTaskStopped, guard_agent  # noqa: E402
+from openai.types.responses import (  # noqa: E402
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseUsage,
+)
+from openai.types.responses.response_usage import (  # noqa: E402
+    InputTokensDetails,
+    OutputTokensDetails,
+)
+from scenarios import model_calls, operation_state, tool_decisions  # noqa: E402
+
+from agents import (  # noqa: E402
+    Agent,
+    Model,
+    ModelResponse,
+    Runner,
+    Usage,
+    function_tool,
+    set_tracing_disabled,
+)
+
+set_tracing_disabled(True)  # no trace export: no network, no API key
+
+
+class ScriptedModel(Model):
+    """Answers from a script: each turn a list of (tool, args) calls, or a final text."""
+
+    def __init__(self, script: list[Any], usage: tuple[int, int] | None = (120, 30)) -> None:
+        self.script, self.usage, self.calls = script, usage, 0
+
+    def _output(self) -> list[Any]:
+        turn = self.script[min(self.calls, len(self.script) - 1)]
+        self.calls += 1
+        if isinstance(turn, str):
+            text = ResponseOutputText(text=turn, type="output_text", annotations=[])
+            return [
+                ResponseOutputMessage(
+                    id=f"msg_{self.calls}",
+                    content=[text],
+                    role="assistant",
+                    status="completed",
+                    type="message",
+                )
+            ]
+        return [ResponseFunctionToolCall(call_id=f"call_{self.calls}_{i}_{uuid.uuid4().hex[:6]}",
+                                         name=name, arguments=json.dumps(args),
+                                         type="function_call")
+                for i, (name, args) in enumerate(turn)]  # fmt: skip
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        output = self._output()
+        usage = Usage(requests=1, input_tokens=self.usage[0], output_tokens=self.usage[1],
+                      total_tokens=sum(self.usage)) if self.usage else Usage()  # fmt: skip
+        return ModelResponse(output=output, usage=usage, response_id=None)
+
+    async def stream_response(self, *args: Any, **kwargs: Any):
+        output = self._output()
+        usage = ResponseUsage(
+            input_tokens=self.usage[0], output_tokens=self.usage[1],
+            total_tokens=sum(self.usage),
+            input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+            output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+        )  # fmt: skip
+        response = Response(id=f"resp_{self.calls}", created_at=0, model="scripted",
+                            object="response", output=output, parallel_tool_calls=True,
+                            tool_choice="auto", tools=[], usage=usage)  # fmt: skip
+        yield ResponseCompletedEvent(response=response, sequence_number=0,
+                                     type="response.completed")  # fmt: skip
+
+
+class Tools:
+    def __init__(self, lose_payment: bool = False) -> None:
+        self.ran: list[str] = []
+        ran = self.ran
+
+        @function_tool
+        def search(query: str) -> str:
+            """Search the knowledge base."""
+            ran.append("search")
+            return "Refunds take 5 days."
+
+        @function_tool
+        def fetch_page(page: int) -> str:
+            """Fetch one page of invoices."""
+            ran.append("fetch_page")
+            return f"invoices on page {page}: INV-{page}01, INV-{page}02"
+
+        @function_tool
+        def pay(invoice: str, amount: str) -> str:
+            """Pay an invoice."""
+            ran.append("pay")
+            if lose_payment:
+                raise TimeoutError("the payment provider did not answer")
+            return f"paid {invoice}"
+
+        self.all = [search, fetch_page, pay]
+
+
+PAY = {"pay": write(key="pay-{invoice}")}
+SEARCH = ("search", {"query": "refund policy"})
+
+
+def guarded(script: list[Any], tools: Tools, session: Any, **model: Any) -> tuple[Any, Any]:
+    scripted = ScriptedModel(script, **model)
+    agent = Agent(name="clerk", instructions="Help.", model=scripted, tools=tools.all)
+    return scripted, guard_agent(agent, session, tools=PAY)
+
+
+def run(agent: Any, text: str = "go", **kwargs: Any) -> Any:
+    return asyncio.run(Runner.run(agent, text, max_turns=40, **kwargs))
+
+
+@pytest.fixture
+def session(lw):
+    def make(goal: str = "openai agents task", **limits: Any):
+        return lw.session(lw.create_task(goal, limits=limits or None)["id"])
+
+    return make
+
+
+def test_a_repeated_read_is_blocked_then_stopped_and_ran_only_when_executed(lw, session):
+    tools, s = Tools(), session()
+    _, agent = guarded([[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"], tools, s)
+    with pytest.raises(TaskStopped) as caught:
+        run(agent)
+    assert type(caught.value) is AgentTaskStopped  # not wrapped in the SDK's UserError
+    assert (caught.value.state, caught.value.reason) == ("PARTIAL", "same_call")
+    decisions = tool_decisions(lw, s.task_id)
+    assert sorted(decisions) == sorted(["EXECUTE", "EXECUTE", "BLOCK", "STOP"])
+    assert len(tools.ran) == decisions.count("EXECUTE") == 2
+
+
+def test_a_committed_write_asked_again_is_reused_and_runs_once(lw, operator, session, unique):
+    tools, s = Tools(), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    _, agent = guarded([[pay], [pay], "paid"], tools, s)
+    result = run(agent)
+    assert result.final_output == "paid"
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
+    assert tools.ran == ["pay"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "COMMITTED"
+
+
+def test_a_lost_write_response_ends_needs_human(lw, operator, session, unique):
+    tools, s = Tools(lose_payment=True), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    _, agent = guarded([[pay], [pay], "paid"], tools, s)
+    with pytest.raises(TaskStopped) as caught:
+        run(agent)
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert isinstance(caught.value.__cause__.__cause__, TimeoutError)
+    assert tools.ran == ["pay"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_a_model_stop_ends_the_run_cleanly_with_the_report(lw, session):
+    tools, s = Tools(), session(max_model_calls=2)
+    model, agent = guarded([[("fetch_page", {"page": n})] for n in range(1, 9)], tools, s)
+    result = run(agent)
+    assert result.final_output.startswith("Loopwarden stopped this task: PARTIAL/model_budget")
+    report = json.loads(result.final_output.split("\n", 1)[1])
+    assert report == agent.loopwarden.report and report["reason"] == "model_budget"
+    assert model.calls == 2 and lw.get_task(s.task_id)["state"] == "PARTIAL"
+
+
+def test_usage_reaches_the_server_with_the_models_token_counts(lw, session):
+    tools, s = Tools(), session()
+    _, agent = guarded([[("fetch_page", {"page": 1})], "done"], tools, s)
+    run(agent)
+    calls = model_calls(lw, s.task_id)
+    assert [(c["prompt_tokens"], c["completion_tokens"]) for c in calls] == [(120, 30)] * 2
+    assert lw.get_task(s.task_id)["usage"]["tokens"] == 300
+
+
+def test_a_model_without_usage_reports_none_and_keeps_its_reservation(lw, session):
+    tools, s = Tools(), session()
+    _, agent = guarded(["nothing to do"], tools, s, usage=None)
+    run(agent)
+    [call] = model_calls(lw, s.task_id)
+    assert call["settled_at"] is None and call["prompt_tokens"] is None
+
+
+def test_a_fifteen_step_task_with_fresh_data_runs_to_the_end(lw, session):
+    tools, s = Tools(), session()
+    script = [[("fetch_page", {"page": n})] for n in range(1, 16)] + ["exported 15 pages"]
+    _, agent = guarded(script, tools, s)
+    assert run(agent).final_output == "exported 15 pages"
+    assert tools.ran == ["fetch_page"] * 15
+    task = lw.get_task(s.task_id)
+    assert task["state"] == "RUNNING" and task["usage"]["tool_executions"] == 15
+
+
+def test_streamed_runs_are_guarded_too(lw, session):
+    tools, s = Tools(), session()
+    _, agent = guarded([[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"], tools, s)
+
+    async def main() -> None:
+        result = Runner.run_streamed(agent, "go", max_turns=40)
+        async for _ in result.stream_events():
+            pass
+
+    with pytest.raises(TaskStopped) as caught:
+        asyncio.run(main())
+    assert caught.value.reason == "same_call" and len(tools.ran) == 2
+    calls = model_calls(lw, s.task_id)
+    assert {(c["prompt_tokens"], c["completion_tokens"]) for c in calls} == {(120, 30)}
+
+
+def test_a_streamed_model_stop_ends_cleanly(lw, session):
+    tools, s = Tools(), session(max_model_calls=1)
+    _, agent = guarded([[("fetch_page", {"page": n})] for n in range(1, 9)], tools, s)
+
+    async def main() -> Any:
+        result = Runner.run_streamed(agent, "go", max_turns=40)
+        async for _ in result.stream_events():
+            pass
+        return result.final_output
+
+    assert asyncio.run(main()).startswith("Loopwarden stopped this task: PARTIAL/model_budget")
+
+
+def test_an_async_session_works_as_well(lw, alw, unique):
+    task_id = lw.create_task("async openai agents")["id"]
+    tools = Tools()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "3.00"})
+    _, agent = guarded([[pay], [pay], "paid"], tools, alw.session(task_id))
+
+    async def main() -> Any:
+        async with alw:
+            return await Runner.run(agent, "go")
+
+    assert asyncio.run(main()).final_output == "paid"
+    assert tools.ran == ["pay"] and tool_decisions(lw, task_id) == ["EXECUTE", "REUSE"]
+
+
+def test_setup_refuses_a_keyless_write_and_an_unknown_tool(session):
+    agent = Agent(name="clerk", model=ScriptedModel(["hi"]), tools=Tools().all)
+    with pytest.raises(ValueError, match="key"):
+        guard_agent(agent, session(), tools={"pay": "write"})
+    with pytest.raises(ValueError, match="does not have"):
+        guard_agent(agent, session(), tools={"refund": write(key="r-{order}")})
+
+
+def test_run_sync_is_guarded_with_a_sync_session(lw, session, unique):
+    tools, s = Tools(), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "7.00"})
+    _, agent = guarded([[pay], [pay], "paid"], tools, s)
+    assert Runner.run_sync(agent, "go").final_output == "paid"
+    assert tools.ran == ["pay"] and tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]

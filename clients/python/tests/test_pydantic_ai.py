@@ -1,0 +1,200 @@
+"""pydantic-ai with LoopwardenCapability, a scripted FunctionModel, a live server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from loopwarden_client import TaskStopped  # noqa: E402
+from loopwarden_client.guard import write  # noqa: E402
+from loopwarden_client.pydantic_ai import LoopwardenCapability  # noqa: E402
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel  # noqa: E402
+from pydantic_ai.usage import RequestUsage  # noqa: E402
+from scenarios import model_calls, operation_state, tool_decisions  # noqa: E402
+
+
+class Script:
+    """A FunctionModel's function: each turn a list of (tool, args) calls, or a final text."""
+
+    def __init__(self, turns: list[Any]) -> None:
+        self.turns, self.calls = turns, 0
+
+    def __call__(self, messages: list[Any], info: AgentInfo) -> ModelResponse:
+        turn = self.turns[min(self.calls, len(self.turns) - 1)]
+        self.calls += 1
+        usage = RequestUsage(input_tokens=120, output_tokens=30)
+        if isinstance(turn, str):
+            return ModelResponse(parts=[TextPart(content=turn)], usage=usage)
+        parts = [ToolCallPart(tool_name=name, args=args, tool_call_id=f"c{self.calls}-{i}")
+                 for i, (name, args) in enumerate(turn)]  # fmt: skip
+        return ModelResponse(parts=parts, usage=usage)
+
+    async def stream(self, messages: list[Any], info: AgentInfo):
+        """The same turns, streamed (FunctionModel then estimates the usage itself)."""
+        turn = self.turns[min(self.calls, len(self.turns) - 1)]
+        self.calls += 1
+        if isinstance(turn, str):
+            yield turn
+            return
+        yield {i: DeltaToolCall(name=name, json_args=json.dumps(args),
+                                tool_call_id=f"c{self.calls}-{i}")
+               for i, (name, args) in enumerate(turn)}  # fmt: skip
+
+
+class Tools:
+    def __init__(self, lose_payment: bool = False) -> None:
+        self.ran: list[str] = []
+        ran = self.ran
+
+        def search(query: str) -> str:
+            """Search the knowledge base."""
+            ran.append("search")
+            return "Refunds take 5 days."
+
+        def fetch_page(page: int) -> str:
+            """Fetch one page of invoices."""
+            ran.append("fetch_page")
+            return f"invoices on page {page}: INV-{page}01, INV-{page}02"
+
+        def pay(invoice: str, amount: str) -> str:
+            """Pay an invoice."""
+            ran.append("pay")
+            if lose_payment:
+                raise TimeoutError("the payment provider did not answer")
+            return f"paid {invoice}"
+
+        self.all = [search, fetch_page, pay]
+
+
+PAY = {"pay": write(key="pay-{invoice}")}
+SEARCH = ("search", {"query": "refund policy"})
+
+
+def guarded(turns: list[Any], tools: Tools, session: Any) -> tuple[Script, Agent, Any]:
+    script = Script(turns)
+    capability = LoopwardenCapability(session, tools=PAY)
+    model = FunctionModel(script, stream_function=script.stream)
+    agent = Agent(model, tools=tools.all, capabilities=[capability])
+    return script, agent, capability
+
+
+@pytest.fixture
+def session(lw):
+    def make(goal: str = "pydantic-ai task", **limits: Any):
+        return lw.session(lw.create_task(goal, limits=limits or None)["id"])
+
+    return make
+
+
+def test_a_repeated_read_is_blocked_then_stopped_and_ran_only_when_executed(lw, session):
+    tools, s = Tools(), session()
+    _, agent, _ = guarded([[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"], tools, s)
+    with pytest.raises(TaskStopped) as caught:
+        agent.run_sync("refund policy?")
+    assert (caught.value.state, caught.value.reason) == ("PARTIAL", "same_call")
+    decisions = tool_decisions(lw, s.task_id)
+    assert sorted(decisions) == sorted(["EXECUTE", "EXECUTE", "BLOCK", "STOP"])
+    assert len(tools.ran) == decisions.count("EXECUTE") == 2
+
+
+def test_a_committed_write_asked_again_is_reused_and_runs_once(lw, operator, session, unique):
+    tools, s = Tools(), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    _, agent, _ = guarded([[pay], [pay], "paid"], tools, s)
+    assert agent.run_sync("pay it").output == "paid"
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
+    assert tools.ran == ["pay"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "COMMITTED"
+
+
+def test_a_lost_write_response_ends_needs_human(lw, operator, session, unique):
+    tools, s = Tools(lose_payment=True), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    _, agent, _ = guarded([[pay], [pay], "paid"], tools, s)
+    with pytest.raises(TaskStopped) as caught:
+        agent.run_sync("pay it")
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert isinstance(caught.value.__cause__, TimeoutError)
+    assert tools.ran == ["pay"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_a_model_stop_ends_the_run_cleanly_with_the_report(lw, session):
+    tools, s = Tools(), session(max_model_calls=2)
+    script, agent, capability = guarded(
+        [[("fetch_page", {"page": n})] for n in range(1, 9)], tools, s
+    )
+    output = agent.run_sync("export").output
+    assert output.startswith("Loopwarden stopped this task: PARTIAL/model_budget")
+    assert json.loads(output.split("\n", 1)[1]) == capability.report
+    assert script.calls == 2 and lw.get_task(s.task_id)["state"] == "PARTIAL"
+
+
+def test_usage_reaches_the_server_with_the_models_token_counts(lw, session):
+    tools, s = Tools(), session()
+    _, agent, _ = guarded([[("fetch_page", {"page": 1})], "done"], tools, s)
+    agent.run_sync("one page")
+    calls = model_calls(lw, s.task_id)
+    assert [(c["prompt_tokens"], c["completion_tokens"]) for c in calls] == [(120, 30)] * 2
+    assert lw.get_task(s.task_id)["usage"]["tokens"] == 300
+
+
+def test_a_fifteen_step_task_with_fresh_data_runs_to_the_end(lw, session):
+    tools, s = Tools(), session()
+    turns = [[("fetch_page", {"page": n})] for n in range(1, 16)] + ["exported 15 pages"]
+    _, agent, _ = guarded(turns, tools, s)
+    assert agent.run_sync("export").output == "exported 15 pages"
+    assert tools.ran == ["fetch_page"] * 15
+    task = lw.get_task(s.task_id)
+    assert task["state"] == "RUNNING" and task["usage"]["tool_executions"] == 15
+
+
+def test_streamed_runs_are_guarded_too(lw, session):
+    tools, s = Tools(), session()
+    _, agent, _ = guarded([[SEARCH], [SEARCH, SEARCH], [SEARCH], "done"], tools, s)
+
+    async def main() -> None:
+        async with agent.run_stream_events("refund policy?") as events:
+            async for _ in events:
+                pass
+
+    with pytest.raises(TaskStopped) as caught:
+        asyncio.run(main())
+    assert caught.value.reason == "same_call" and len(tools.ran) == 2
+
+
+def test_a_streamed_model_stop_ends_cleanly(lw, session):
+    tools, s = Tools(), session(max_model_calls=1)
+    _, agent, _ = guarded([[("fetch_page", {"page": n})] for n in range(1, 9)], tools, s)
+
+    async def main() -> Any:
+        async with agent.run_stream("export") as run:
+            return await run.get_output()
+
+    assert asyncio.run(main()).startswith("Loopwarden stopped this task: PARTIAL/model_budget")
+
+
+def test_an_async_session_works_as_well(lw, alw, unique):
+    task_id = lw.create_task("async pydantic-ai")["id"]
+    tools = Tools()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "3.00"})
+    _, agent, _ = guarded([[pay], [pay], "paid"], tools, alw.session(task_id))
+
+    async def main() -> Any:
+        async with alw:
+            return (await agent.run("go")).output
+
+    assert asyncio.run(main()) == "paid"
+    assert tools.ran == ["pay"] and tool_decisions(lw, task_id) == ["EXECUTE", "REUSE"]
+
+
+def test_a_write_without_a_key_is_refused_at_setup(session):
+    with pytest.raises(ValueError, match="key"):
+        LoopwardenCapability(session(), tools={"pay": "write"})

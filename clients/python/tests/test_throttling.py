@@ -1,0 +1,81 @@
+"""A 429 THROTTLED is honoured like a WAIT: slept out (Retry-After) and sent again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from loopwarden_client import AsyncClient, Client, LoopwardenError
+
+
+def throttled(retry_after: str | None = "2") -> httpx.Response:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    body = {"error": {"code": "THROTTLED", "message": "Slow down."}}
+    return httpx.Response(429, json=body, headers=headers)
+
+
+def scripted(*responses: httpx.Response) -> tuple[list[httpx.Request], object]:
+    seen: list[httpx.Request] = []
+    answers = iter(responses)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return next(answers)
+
+    return seen, handler
+
+
+def test_a_throttled_request_is_sent_again_after_its_retry_after():
+    ok = httpx.Response(201, json={"id": "t"})
+    seen, handler = scripted(throttled("2"), throttled("0.5"), ok)
+    slept: list[float] = []
+    with Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
+                sleep=slept.append) as client:  # fmt: skip
+        assert client.create_task("goal") == {"id": "t"}
+    assert slept == [2.0, 0.5]
+    assert len(seen) == 3 and all(r.url.path == "/api/v1/tasks" for r in seen)
+
+
+def test_a_throttle_without_retry_after_waits_the_default_second():
+    _, handler = scripted(throttled(None), httpx.Response(200, json={"id": "t"}))
+    slept: list[float] = []
+    with Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
+                sleep=slept.append) as client:  # fmt: skip
+        client.get_task("t")
+    assert slept == [1.0]
+
+
+def test_throttling_past_the_tries_is_raised():
+    _, handler = scripted(*[throttled("1")] * 3)
+    with Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
+                sleep=lambda s: None, max_throttle_tries=3) as client:  # fmt: skip
+        with pytest.raises(LoopwardenError) as caught:
+            client.get_task("t")
+    assert (caught.value.status, caught.value.code) == (429, "THROTTLED")
+
+
+def test_a_trigger_loop_429_is_an_answer_and_never_retried():
+    body = {"error": {"code": "TRIGGER_LOOP", "message": "Too many tasks for this trigger."}}
+    seen, handler = scripted(httpx.Response(429, json=body, headers={"Retry-After": "1"}))
+    with Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
+                sleep=lambda s: pytest.fail("slept")) as client:  # fmt: skip
+        with pytest.raises(LoopwardenError) as caught:
+            client.create_task("goal", trigger_key="cron")
+    assert caught.value.code == "TRIGGER_LOOP" and len(seen) == 1
+
+
+def test_the_async_client_honours_throttling_too():
+    seen, handler = scripted(throttled("3"), httpx.Response(200, json={"id": "t"}))
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def main() -> dict:
+        async with AsyncClient("http://lw/api/v1/", "tok", sleep=sleep,
+                               transport=httpx.MockTransport(handler)) as client:  # fmt: skip
+            return await client.get_task("t")
+
+    assert asyncio.run(main()) == {"id": "t"}
+    assert slept == [3.0] and len(seen) == 2
