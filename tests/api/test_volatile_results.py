@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def novelty_task(agent_api, agent):
-    LimitProfile.objects.create(name="novelty", progress_mode="novelty")  # default limits
+    LimitProfile.objects.update_or_create(name="novelty", defaults={"progress_mode": "novelty"})
     allow_profiles(agent[1].name, "novelty")
     return new_task(agent_api, profile="novelty")
 

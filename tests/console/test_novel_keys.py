@@ -22,7 +22,7 @@ def answered(agent, task_id, args, **result):
 
 
 def test_the_trace_names_the_keys_that_made_each_result_new(agent, as_operator):
-    LimitProfile.objects.create(name="novelty", progress_mode="novelty")
+    LimitProfile.objects.update_or_create(name="novelty", defaults={"progress_mode": "novelty"})
     allow_profiles(agent.name, "novelty")
     task = tasks.task_create(agent=agent, goal="List invoices", profile="novelty")
     page_one = {"items": [1, 2], "next_cursor": "c2", "total": 4, "fetched_at": "10:00:01"}

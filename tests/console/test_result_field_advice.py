@@ -22,7 +22,7 @@ def answer(step: int) -> dict:
 
 @pytest.fixture
 def novelty_task(agent):
-    LimitProfile.objects.create(name="novelty", progress_mode="novelty")
+    LimitProfile.objects.update_or_create(name="novelty", defaults={"progress_mode": "novelty"})
     allow_profiles(agent.name, "novelty")
     return tasks.task_create(agent=agent, goal="Total of invoice 7", profile="novelty").pk
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0005_issue8_guard_holes'),
+        ('agents', '0006_novelty_profile'),
     ]
 
     operations = [
