@@ -18,6 +18,7 @@ Pure Python, no Django import: the service and the client library apply the same
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,8 +87,23 @@ def _drop_volatile(value: Any) -> Any:
     return value
 
 
+def _parsed(data: Any) -> Any:
+    """JSON text as its value: frameworks turn a tool's answer into text (LangChain's
+    ToolMessage, the OpenAI Agents SDK), and a stamp inside the text is a stamp all the same."""
+    if isinstance(data, str) and data[:1] in ("{", "["):
+        try:
+            return json.loads(data)
+        except ValueError:
+            return data
+    return data
+
+
 def effective_data(data: Any, rules: ResultRules) -> Any:
-    """A copy of `data` without what the rules leave out; the caller's value is untouched."""
+    """A copy of `data` without what the rules leave out; the caller's value is untouched.
+
+    Data that is JSON text is judged by the value it holds.
+    """
+    data = _parsed(data)
     if rules.volatile_keys:
         data = _drop_volatile(data)
     if rules.ignore_fields and isinstance(data, dict):

@@ -7,6 +7,7 @@ import pytest
 
 from agents.guard.core import report_result
 from agents.guard.novelty import (
+    VOLATILE_KEYS,
     VOLATILE_NAMES,
     KeyDiffs,
     ResultRules,
@@ -47,6 +48,14 @@ def test_volatile_keys_are_left_out_at_any_depth_and_inside_lists():
     two = {"meta": {"requestId": "r2"}, "items": [{"id": 1, "etag": "y"}]}
     assert result_hash(one, ResultRules()) == result_hash(two, ResultRules())
     assert effective_data(one, ResultRules()) == {"meta": {}, "items": [{"id": 1}]}
+
+
+def test_json_text_is_judged_by_the_value_it_holds():
+    # Frameworks hand a tool's answer over as text; the stamp inside is a stamp all the same.
+    one = '{"rows": [1], "fetched_at": "10:00:01"}'
+    two = '{"fetched_at": "10:00:02", "rows": [1]}'
+    assert result_hash(one, DEFAULTS) == result_hash(two, DEFAULTS)
+    assert result_hash("{not json", DEFAULTS) != result_hash("{not json!", DEFAULTS)
 
 
 def test_a_name_that_only_contains_a_volatile_word_is_data():
@@ -111,3 +120,21 @@ def test_the_proposal_needs_the_same_few_keys_changing_every_time():
     assert propose_ignored_keys(wide, max_keys=3, min_pairs=2) == []
     scattered = KeyDiffs(tool="s", pairs=2, differing=2, keys={"a": 1, "b": 1}, widths=[1, 1])
     assert propose_ignored_keys(scattered, max_keys=3, min_pairs=2) == []
+
+
+def test_the_client_library_hashes_results_the_way_the_server_does():
+    """loopwarden_client mirrors these rules for clients that send a data_hash alone."""
+    client = pytest.importorskip("loopwarden_client.novelty")
+    assert client.VOLATILE_KEYS == VOLATILE_KEYS
+    samples = [
+        {"rows": [{"id": 1, "ETag": "x"}], "Fetched-At": 1, "meta": {"shard": 2, "v": 1}},
+        [{"requestId": "r", "n": 1}],
+        "text",
+        {"a.b": 1, "a": {"b": 2}},
+        '{"rows": [1], "fetched_at": "10:00"}',
+        "[not json",
+    ]
+    for data in samples:
+        for fields_, volatile in (((), True), (("meta.shard", "a.b"), True), (("rows",), False)):
+            server = result_hash(data, ResultRules.of(fields_, volatile_keys=volatile))
+            assert client.result_hash(data, fields_, volatile_keys=volatile) == server
