@@ -69,7 +69,7 @@ def result_field_proposals(*, days: int, today: date | None = None) -> list[Resu
     recent = (
         ToolCall.objects.filter(created_at__date__gte=first, result_keys__isnull=False, job_id="")
         .exclude(fingerprint="")
-        .order_by("-created_at", "-id")
+        .order_by("-id")  # newest first along the primary key: stops after SCAN_ROWS matches
         .values_list("task_id", "tool", "fingerprint", "result_keys", "seq")[:SCAN_ROWS]
     )
     rows = sorted(recent, key=lambda row: (str(row[0]), row[4]))
