@@ -26,11 +26,18 @@ class ToolPolicyForm(forms.ModelForm):
         '"unknown"}.',
     )
 
+    similarity_provider = forms.ChoiceField(
+        required=False,
+        choices=[("lexical", "lexical"), ("embedding", "embedding")],
+        initial="lexical",
+        help_text=ToolPolicy._meta.get_field("similarity_provider").help_text,
+    )
+
     class Meta:
         model = ToolPolicy
         fields = [
-            "tool", "ignore_fields", "near_duplicate_threshold", "reconcile_url", "redact_fields",
-            "ignore_result_fields", "ignore_volatile_keys",
+            "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider",
+            "reconcile_url", "redact_fields", "ignore_result_fields", "ignore_volatile_keys",
         ]  # fmt: skip
         help_texts = {
             "ignore_fields": "A JSON list of argument paths the fingerprint leaves out, e.g. "
@@ -63,6 +70,10 @@ class ToolPolicyForm(forms.ModelForm):
             raise forms.ValidationError("Give a JSON list of key names.")
         return value
 
+    def clean_similarity_provider(self):
+        # Optional in the form: a policy that names no provider gets the built-in lexical one.
+        return self.cleaned_data["similarity_provider"] or "lexical"
+
     def clean_near_duplicate_threshold(self):
         value = self.cleaned_data["near_duplicate_threshold"]
         if value is not None and not 0 <= value <= 1:
@@ -74,8 +85,8 @@ class ToolPolicyForm(forms.ModelForm):
 class ToolPolicyAdmin(admin.ModelAdmin):
     form = ToolPolicyForm
     list_display = [
-        "tool", "ignore_fields", "ignore_result_fields", "ignore_volatile_keys",
-        "near_duplicate_threshold", "reconcile_url",
+            "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider",
+            "reconcile_url", "redact_fields", "ignore_result_fields", "ignore_volatile_keys",
     ]  # fmt: skip
     search_fields = ["tool"]
 

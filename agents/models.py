@@ -170,6 +170,9 @@ class ApiToken(models.Model):
         return raw, hash_token(raw), raw[:10]
 
 
+LOOP_LABELS = [("real_loop", "real loop"), ("false_stop", "false stop")]
+
+
 class Task(models.Model):
     """One user goal: state, limits, usage counters, verified revision and detection window."""
 
@@ -206,6 +209,12 @@ class Task(models.Model):
     blocked = models.JSONField(default=list)
     pending = models.JSONField(default=list)  # fingerprints executed, result not reported yet
     signatures = models.JSONField(default=list)
+    # Texts of the last plans and reflection, kept only when a similarity threshold is set
+    # (the repeated-output rule compares them by similarity; see guard.model).
+    plans = models.JSONField(default=list)
+    reflection = models.TextField(blank=True)
+    # An operator's verdict on a stop, for tuning the similarity threshold (loop_eval --from-db).
+    loop_label = models.CharField(max_length=12, choices=LOOP_LABELS, blank=True)
     milestones = models.JSONField(default=list)
     report = models.JSONField(null=True, blank=True)
     trace_seq = models.PositiveIntegerField(default=0)  # orders model and tool calls together
@@ -417,6 +426,13 @@ class ToolPolicy(models.Model):
         "operator API (case and separators ignored), on top of the built-in policy.",
     )
     near_duplicate_threshold = models.FloatField(null=True, blank=True)
+    similarity_provider = models.CharField(
+        max_length=12,
+        choices=[("lexical", "lexical"), ("embedding", "embedding")],
+        default="lexical",
+        help_text="How near-duplicate calls are scored when a threshold is set: lexical (built "
+        "in) or embedding (the endpoint in LOOPWARDEN_EMBEDDINGS_URL; falls back to lexical).",
+    )
     reconcile_url = models.URLField(blank=True)
     # Novelty progress (issue 13): what the data hash of this tool's results leaves out.
     ignore_result_fields = models.JSONField(default=list, blank=True)

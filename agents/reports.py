@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import ROUND_CEILING, Decimal
 
+from django.core.cache import cache
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from agents import loop_eval
 from agents.guard import types as g
-from agents.models import DailyRollup, LimitProfile, Task
+from agents.models import DailyRollup, Event, LimitProfile, Task
+from agents.selectors import labelled_traces
 
 # Every breaker code, in a stable order (CSV columns, table columns).
 TRIP_CODES: tuple[str, ...] = tuple(sorted({c for c in g.REASON_CODES.values() if c}))
@@ -148,3 +151,37 @@ def _round_up(value, *, money: bool) -> Decimal | int:
     if money:
         return amount.quantize(Decimal("0.01"), rounding=ROUND_CEILING)
     return int(amount.to_integral_value(rounding=ROUND_CEILING))
+
+
+@dataclass
+class ThresholdAdvice:
+    """The near_duplicate_threshold loop_eval recommends, and on what it was measured."""
+
+    threshold: float
+    precision: float
+    recall: float
+    shipped: int  # labelled traces shipped in the repository
+    labelled: int  # stops operators labelled in the console
+
+
+def threshold_advice() -> ThresholdAdvice | None:
+    """loop_eval's recommendation over the shipped traces plus the operators' labelled stops.
+
+    Replaying costs a few hundred milliseconds, so the answer is cached until a label changes.
+    """
+    latest = Event.objects.filter(kind="stop_labelled").order_by("-pk").values_list("pk", flat=True)
+    key = f"lw:threshold-advice:{latest.first() or 0}"
+    cached = cache.get(key)
+    if cached is not None:
+        return cached or None
+    shipped = loop_eval.load_traces()
+    labelled = labelled_traces()
+    best = loop_eval.recommend(loop_eval.evaluate(shipped + labelled))
+    advice = (
+        ThresholdAdvice(best.threshold or 0.0, best.precision, best.recall, len(shipped),
+                        len(labelled))
+        if best is not None
+        else None
+    )  # fmt: skip
+    cache.set(key, advice or False, 3600)
+    return advice

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
+from agents import loop_eval
 from agents.guard import core
 from agents.models import Agent, Event, ModelCall, Task, ToolCall, ToolPolicy
 from agents.redaction import DEFAULT, RedactionPolicy
@@ -279,3 +280,23 @@ def signin_lockouts(limit: int = 200) -> list[SigninLockout]:
             )  # fmt: skip
     found.sort(key=lambda lockout: (not lockout.locked, -lockout.failures, lockout.label))
     return found[:limit]
+
+
+def labelled_traces() -> list[loop_eval.Trace]:
+    """Every labelled task as a trace: its tool requests in order, with what they returned."""
+    ignore = {p.tool: list(p.ignore_fields) for p in ToolPolicy.objects.all()}
+    traces = []
+    tasks = Task.objects.exclude(loop_label="").prefetch_related("tool_call_rows")
+    for task in tasks.order_by("created_at"):
+        calls = []
+        for row in sorted(task.tool_call_rows.all(), key=lambda r: r.seq):
+            call = {"tool": row.tool, "args": row.args, "ignore_fields": ignore.get(row.tool, [])}
+            if row.job_id:
+                call["job_id"] = row.job_id
+            if row.result_kind:
+                call["kind"] = row.result_kind
+                call["data"] = row.result_data
+            calls.append(call)
+        label = "loop" if task.loop_label == "real_loop" else "legit"
+        traces.append(loop_eval.Trace(str(task.pk), label, task.reason or "", calls))
+    return traces

@@ -14,6 +14,7 @@ task_urls = [
     path("report.json", views.task_report, name="task-report"),
     path("stop/", views.task_stop, name="task-stop"),
     path("resume/", views.task_resume, name="task-resume"),
+    path("label/", views.task_label, name="task-label"),
     path("limits/", views.task_limits, name="task-limits"),
 ]
 

@@ -208,6 +208,20 @@ def task_stop(request, task_id):
     return _task_answer(request, task, "Task stopped. The agent's next call gets STOP.")
 
 
+@console_view(access.STOP_TASK, methods=("POST",))
+def task_label(request, task_id):
+    """An operator says whether a stop was a real loop or a false stop (loop_eval --from-db)."""
+    task = _task(task_id)
+    label = request.POST.get("label", "")
+    try:
+        operator.task_label_stop(task_id=task.pk, label=label, user=request.user)
+    except DomainError as error:
+        return _task_answer(request, task, error.message)
+    words = {"real_loop": "a real loop", "false_stop": "a false stop"}
+    message = f"Stop labelled {words[label]}." if label else "Label cleared."
+    return _task_answer(request, task, message)
+
+
 @console_view(access.RESUME_TASK, methods=("POST",))
 def task_resume(request, task_id):
     task = _task(task_id)

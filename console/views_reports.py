@@ -144,6 +144,7 @@ def daily_report(request: HttpRequest) -> HttpResponse:
         "suggestions": reports.limit_suggestions(days=days),
         "min_sample": reports.MIN_SAMPLE,
         "loose_factor": reports.LOOSE_FACTOR,
+        "threshold_advice": reports.threshold_advice(),
         **_result_field_context(request, days),
     }
     return page(request, "console/report.html", "console/report/_body.html", context)

@@ -270,6 +270,14 @@ RECONCILE_TIMEOUT_SECONDS = env_int("RECONCILE_TIMEOUT_SECONDS", 10, minimum=1)
 RECONCILE_MAX_CHECKS = env_int("RECONCILE_MAX_CHECKS", 4, minimum=1)
 RECONCILE_BACKOFF_SECONDS = env_int("RECONCILE_BACKOFF_SECONDS", 5, minimum=1)
 
+# Near-duplicate similarity by embeddings (tool policies with provider "embedding"): any
+# OpenAI-compatible POST {url}/embeddings. Asked before the task row is locked; slower than the
+# timeout or failing, the decision falls back to the lexical provider and the miss is logged.
+EMBEDDINGS_URL = env_str("LOOPWARDEN_EMBEDDINGS_URL", "")
+EMBEDDINGS_MODEL = env_str("LOOPWARDEN_EMBEDDINGS_MODEL", "text-embedding-3-small")
+EMBEDDINGS_KEY = env_str("LOOPWARDEN_EMBEDDINGS_KEY", "")
+EMBEDDINGS_TIMEOUT_MS = env_int("LOOPWARDEN_EMBEDDINGS_TIMEOUT_MS", 300, minimum=1)
+
 # Notifications (NEEDS_HUMAN, spend cap pauses).
 NOTIFY_WEBHOOK_URL = env_str("NOTIFY_WEBHOOK_URL", "")
 NOTIFY_EMAILS = env_list("NOTIFY_EMAILS", [])

@@ -17,7 +17,7 @@ The rules live in small modules by concept; this module is the one import the se
 
 from __future__ import annotations
 
-from .fingerprint import action_signature, canonical_json, fingerprint
+from .fingerprint import action_signature, canonical_json, fingerprint, plan_text
 from .lifecycle import (
     GRANT_LIMITS,
     STOP_REASONS,
@@ -53,6 +53,7 @@ __all__ = [
     "grant_excess",
     "lease_expired",
     "model_estimate",
+    "plan_text",
     "progress_hash",
     "release_pending",
     "reason_code",

@@ -10,7 +10,6 @@ meaning in a list), strings untouched (" a" and "a" are different arguments).
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 from decimal import Decimal
@@ -95,18 +94,21 @@ def action_signature(tool_calls: list[dict[str, Any]] | None) -> str:
     """
     if not tool_calls:
         return ""
+    return sha256_hex(plan_text(tool_calls))
+
+
+def plan_text(tool_calls: list[dict[str, Any]] | None) -> str:
+    """The canonical text an action signature hashes ("" for no tool call): what the
+    repeated-output rule compares by similarity when a threshold is set."""
+    if not tool_calls:
+        return ""
     pairs = []
     for call in tool_calls:
         args = call.get("args")
         pairs.append([call.get("name"), {} if args is None else args])
-    return sha256_hex(canonical_json(pairs))
+    return canonical_json(pairs)
 
 
 def data_hash(data: Any) -> str:
     """Hash of a tool result's data, for the novelty progress mode."""
     return sha256_hex(canonical_json(data))
-
-
-def similarity(a_args: str, b_args: str) -> float:
-    """0..1 similarity of two canonical args texts (difflib ratio), for near_duplicate."""
-    return difflib.SequenceMatcher(None, a_args, b_args).ratio()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
+from .similarity import lexical, text_similarity
 from .transitions import already_stopped, halt, opening_checks, to_decimal
 from .types import (
     ALLOW,
@@ -111,4 +112,30 @@ def settle_usage(task: TaskState, usage: UsageReport, now: datetime) -> Outcome:
     last = task.signatures
     if len(last) == REPEATED_OUTPUT_RUN and last[0] and all(sig == last[0] for sig in last):
         return halt(task, PARTIAL, "repeated_output")
+    threshold = task.limits.near_duplicate_threshold
+    if threshold is not None and _similar_output(task, usage, threshold):
+        return halt(task, PARTIAL, "repeated_output")
     return Outcome(decision=CONTINUE)
+
+
+def _similar_output(task: TaskState, usage: UsageReport, threshold: float) -> bool:
+    """Repeated output by similarity, only when a threshold is set (DESIGN.md section 4, 8).
+
+    Plans: three non-empty plans in a row, each similar to the one before it (a plan that
+    drifts a little each round is the same plan). Reflections: two texts in a row whose
+    similarity reaches the threshold. Both streaks restart with the signatures' (progress,
+    a status poll).
+    """
+    task.plans.append(usage.plan_text if usage.signature else "")
+    del task.plans[:-REPEATED_OUTPUT_RUN]
+    plans = task.plans
+    if (
+        len(plans) == REPEATED_OUTPUT_RUN
+        and all(plans)
+        and all(lexical(a, b) >= threshold for a, b in zip(plans, plans[1:], strict=False))
+    ):
+        return True
+    previous, task.reflection = task.reflection, usage.output_text.strip()
+    return bool(previous and task.reflection) and (
+        text_similarity(previous, task.reflection) >= threshold
+    )

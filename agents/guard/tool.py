@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from .fingerprint import similarity
+from .fingerprint import canonical_json
 from .novelty import result_hash
+from .similarity import EMBEDDING, Similarity, VectorSimilarity, lexical_score
 from .transitions import (
     Evidence,
     already_stopped,
@@ -21,6 +22,7 @@ from .transitions import (
     note_milestone,
     opening_checks,
     parse_evidence,
+    restart_streak,
 )
 from .types import (
     BLOCK,
@@ -64,13 +66,35 @@ WAIT_RETRY_MS = 1000
 # -- tool request ------------------------------------------------------------------------------
 
 
-def _block_observation(tool: str, count: int, near: bool) -> dict[str, Any]:
+def _block_observation(tool: str, count: int) -> dict[str, Any]:
     """The tool message the model gets instead of a result: say what happened and what to do."""
-    what = "a nearly identical call" if near else "this exact call"
     message = (
-        f"You already made {what} to {tool} {count} times with no progress; the result will not "
-        "change. Do not repeat it. Change your approach (another tool or different arguments) "
-        "or finish the task with what you have."
+        f"You already made this exact call to {tool} {count} times with no progress; the "
+        "result will not change. Do not repeat it. Change your approach (another tool or "
+        "different arguments) or finish the task with what you have."
+    )
+    return {"success": False, "code": BLOCK_CODE, "retryable": False, "message": message}
+
+
+# How much of a similar call's args and result the nudge quotes: enough to recognise them.
+QUOTE_CHARS = 160
+
+
+def _quote(text: str) -> str:
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 3] + "..."
+
+
+def _near_observation(tool: str, size: int, nearest: WindowEntry | None) -> dict[str, Any]:
+    """The nudge for step 10: name the similar call and what it returned, so the model can
+    see that rephrasing it will not give another answer."""
+    closest = f" The closest was {tool}({_quote(nearest.args)})" if nearest else ""
+    if nearest and nearest.result:
+        closest += f" and it returned {_quote(nearest.result)}"
+    message = (
+        f"You already made {size} nearly identical calls to {tool} with no progress."
+        f"{closest}. Rephrasing it will not change the result. Do not repeat "
+        "it. Change your approach (another tool or really different arguments) or finish the "
+        "task with what you have."
     )
     return {"success": False, "code": BLOCK_CODE, "retryable": False, "message": message}
 
@@ -88,9 +112,36 @@ def _repeat(task: TaskState, fp: str, reason: str, tool: str, count: int, out_fp
             reason=reason,
             fingerprint=out_fp,
             trigger=reason,
-            observation=_block_observation(tool, count, near=reason == "near_duplicate"),
+            observation=_block_observation(tool, count),
         )
     return halt(task, PARTIAL, reason, fingerprint=out_fp)
+
+
+def _near_duplicate(
+    task: TaskState,
+    req: ToolRequest,
+    fp: str,
+    size: int,
+    nearest: WindowEntry | None,
+    members: set[str],
+    nudged: bool,
+) -> Outcome:
+    """Step 10 treated like step 8: one nudge per cluster, then STOP near_duplicate.
+
+    The nudge marks this call and every member as blocked, so the next call that falls in the
+    same cluster (whichever member it is closest to) stops instead of earning a second nudge.
+    """
+    if task.limits.repeat_action == "block" and not nudged:
+        task.blocked.append(fp)
+        task.blocked.extend(sorted(members - set(task.blocked)))
+        return Outcome(
+            decision=BLOCK,
+            reason="near_duplicate",
+            fingerprint=fp,
+            trigger="near_duplicate",
+            observation=_near_observation(req.tool, size, nearest),
+        )
+    return halt(task, PARTIAL, "near_duplicate", fingerprint=fp)
 
 
 def _short_cycle(task: TaskState, fp: str) -> bool:
@@ -108,21 +159,44 @@ def _short_cycle(task: TaskState, fp: str) -> bool:
     return False
 
 
-def _most_similar(task: TaskState, tool: str, fp: str, args_text: str) -> tuple[str, float]:
-    """The window's most similar other fingerprint of the same tool, and its similarity.
+def _cluster(
+    task: TaskState, req: ToolRequest, fp: str, args_text: str, threshold: float
+) -> tuple[int, WindowEntry | None, set[str], bool]:
+    """Step 10: the window's calls of this tool whose similarity to this call reaches the
+    threshold, as (size, the most similar member, the members' fingerprints, nudged before).
 
-    The most recent entry wins a tie: it is the call the model is most likely varying.
+    Every member counts, not only the single most similar fingerprint: a model that drifts a
+    little each round never repeats one fingerprint, but its calls still pile up in one
+    cluster. Calls still in flight count too, as in step 8. The most recent of the most
+    similar members is named in the nudge: it is the call the model is most likely varying.
     """
-    best_fp, best_ratio = "", -1.0
+    score = similarity_for(req)
     scored: dict[str, float] = {}
+    size, best = 0, -1.0
+    nearest: WindowEntry | None = None
     for entry in task.window:
-        if entry.tool != tool or entry.fingerprint == fp:
+        if entry.tool != req.tool:
             continue
         if entry.fingerprint not in scored:
-            scored[entry.fingerprint] = similarity(args_text, entry.args)
-        if scored[entry.fingerprint] >= best_ratio:
-            best_fp, best_ratio = entry.fingerprint, scored[entry.fingerprint]
-    return best_fp, best_ratio
+            scored[entry.fingerprint] = score(fp, args_text, entry.fingerprint, entry.args)
+        ratio = scored[entry.fingerprint]
+        if ratio < threshold:
+            continue
+        size += 1
+        if ratio >= best:
+            nearest, best = entry, ratio
+    members = {member for member, ratio in scored.items() if ratio >= threshold}
+    size += sum(1 for pending in task.pending if pending in members)
+    nudged = fp in task.blocked or any(member in task.blocked for member in members)
+    return size, nearest, members, nudged
+
+
+def similarity_for(req: ToolRequest) -> Similarity:
+    """The scorer of the tool policy's provider (lexical unless it says embedding and the
+    service could fetch vectors before the lock)."""
+    if req.similarity_provider == EMBEDDING and req.vectors:
+        return VectorSimilarity(req.vectors)
+    return lexical_score
 
 
 def _window_count(task: TaskState, fp: str) -> int:
@@ -188,7 +262,7 @@ def request_tool(
         task.polls += 1
         # A model that plans the same poll every round is waiting, not looping: the
         # repeated-output streak starts again (DESIGN.md section 4, check 8).
-        task.signatures.clear()
+        restart_streak(task)
     else:
         count = _window_count(task, fp)
         if count >= limits.max_same_call:
@@ -201,11 +275,9 @@ def request_tool(
             else limits.near_duplicate_threshold
         )
         if threshold is not None:
-            similar_fp, ratio = _most_similar(task, req.tool, fp, args_text)
-            if similar_fp and ratio >= threshold:
-                similar_count = _window_count(task, similar_fp)
-                if similar_count >= limits.max_same_call:
-                    return _repeat(task, similar_fp, "near_duplicate", req.tool, similar_count, fp)
+            size, nearest, members, nudged = _cluster(task, req, fp, args_text, threshold)
+            if size >= limits.max_same_call:
+                return _near_duplicate(task, req, fp, size, nearest, members, nudged)
 
     if reuse:
         # Reusing a committed result is a step without progress: a model that keeps asking
@@ -302,6 +374,13 @@ def _made_progress(task: TaskState, result: ToolResult, evidence: Evidence | Non
     return True
 
 
+def _summary(result: ToolResult) -> str:
+    """A short quote of what a call returned, kept in its window entry for step 10's nudge."""
+    if result.data is None:
+        return ""
+    return _quote(canonical_json(result.data))
+
+
 def report_result(
     task: TaskState, call: ToolCallView, result: ToolResult, now: datetime
 ) -> Outcome:
@@ -360,10 +439,14 @@ def report_result(
             task.blocked.clear()
             # Verified progress also restarts the repeated-output streak: the same plan
             # after a step forward is the next step, not the model stuck.
-            task.signatures.clear()
+            restart_streak(task)
         else:
             task.stagnant += 1
-        task.window.append(WindowEntry(fingerprint=fp, tool=call.tool, args=call.args_text))
+        task.window.append(
+            WindowEntry(
+                fingerprint=fp, tool=call.tool, args=call.args_text, result=_summary(result)
+            )
+        )
 
     # 6. Verified completion.
     if evidence is not None and evidence.done:

@@ -110,3 +110,11 @@ def note_milestone(task: TaskState, evidence: Evidence | None) -> None:
     """Remember a verified milestone once, in the order first reached (the report's `completed`)."""
     if evidence is not None and evidence.milestone and evidence.milestone not in task.milestones:
         task.milestones.append(evidence.milestone)
+
+
+def restart_streak(task: TaskState) -> None:
+    """The repeated-output streak starts again (verified progress, a status poll): the plans
+    and reflection compared by similarity go with the signatures they stand beside."""
+    task.signatures.clear()
+    task.plans.clear()
+    task.reflection = ""

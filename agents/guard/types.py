@@ -149,19 +149,29 @@ class Limits:
 class WindowEntry:
     """One step since the last progress: its fingerprint, tool and canonical args text.
 
-    The args text is kept only for the optional near-duplicate check.
+    The args text and a short quote of the result are kept only for the optional
+    near-duplicate check, which scores the args and names the result in its nudge.
     """
 
     fingerprint: str
     tool: str
     args: str = ""
+    result: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"fp": self.fingerprint, "tool": self.tool, "args": self.args}
+        out = {"fp": self.fingerprint, "tool": self.tool, "args": self.args}
+        if self.result:
+            out["result"] = self.result
+        return out
 
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> WindowEntry:
-        return cls(fingerprint=raw["fp"], tool=raw.get("tool", ""), args=raw.get("args", ""))
+        return cls(
+            fingerprint=raw["fp"],
+            tool=raw.get("tool", ""),
+            args=raw.get("args", ""),
+            result=raw.get("result", ""),
+        )
 
 
 @dataclass
@@ -188,6 +198,10 @@ class TaskState:
     blocked: list[str] = field(default_factory=list)  # fingerprints already answered BLOCK
     pending: list[str] = field(default_factory=list)  # executed, result not reported yet
     signatures: list[str] = field(default_factory=list)  # last action signatures, newest last
+    # With a similarity threshold: the last plans' texts (newest last) and the last reflection,
+    # so repeated output can be judged by similarity as well as equality.
+    plans: list[str] = field(default_factory=list)
+    reflection: str = ""
     # Data hashes seen by the task, for novelty progress. The service keeps them in a table of
     # their own and loads only the one a result carries: whether *that* hash was seen is all
     # the core asks, so a decision costs the same after ten hashes or ten thousand.
@@ -225,6 +239,8 @@ class UsageReport:
     actual_cost: Decimal
     tokens: int
     signature: str  # "" when the model asked for no tool call
+    plan_text: str = ""  # canonical text of the tool calls asked for (similarity only)
+    output_text: str = ""  # the model's text, for the reflection check (similarity only)
     reserved_tokens: int = 0  # the tokens the gate reserved for this model call
 
 
@@ -247,6 +263,10 @@ class ToolRequest:
     job_id: str | None = None
     ignore_fields: list[str] = field(default_factory=list)  # from the tool policy
     near_duplicate_threshold: float | None = None  # tool policy overrides the task's limit
+    similarity_provider: str = "lexical"  # the tool policy's: "lexical" | "embedding"
+    # Embedding vectors by fingerprint, fetched before the task row was locked (embedding
+    # provider only); a fingerprint without one is scored lexically.
+    vectors: dict[str, list[float]] = field(default_factory=dict)
 
     @cached_property
     def identity(self) -> tuple[str, str]:

@@ -75,6 +75,33 @@ def task_stop(
     return task
 
 
+LOOP_LABELS = ("real_loop", "false_stop")
+
+
+def task_label_stop(*, task_id: uuid.UUID | str, label: str, user) -> Task:
+    """An operator's verdict on a stopped task ("real_loop" / "false_stop"; "" clears it), for
+    tuning the similarity threshold with `loop_eval --from-db`. Locks the task row.
+
+    Keeps: only a terminal task is labelled (a running one has no stop to judge), and every
+    label is audited in the same transaction.
+    """
+    if label and label not in LOOP_LABELS:
+        # Console only (no API endpoint labels a stop), so no error code of its own.
+        raise BadInput("Label a stop as real_loop or false_stop.")
+    with transaction.atomic():
+        task = lock_task(task_id)
+        if not task.terminal:
+            raise Conflict("Only a stopped task can be labelled.", code="TASK_RUNNING")
+        Event.objects.create(
+            task=task, agent_id=task.agent_id, kind="stop_labelled", phase=task.phase,
+            actor=actor_name(user), actor_user=user, reason=task.reason,
+            detail={"label": label, "before": task.loop_label},
+        )  # fmt: skip
+        task.loop_label = label
+        task.save(update_fields=["loop_label", "updated_at"])
+    return task
+
+
 def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
     grant = grant or {}
     if not isinstance(grant, dict):

@@ -20,7 +20,7 @@ from agents.guard import core
 from agents.guard import novelty as novelty_rules
 from agents.guard import types as g
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.services import hooks
+from agents.services import embeddings, hooks
 from agents.services.common import (
     agent_view,
     cost_of,
@@ -37,6 +37,9 @@ from agents.services.snapshot import (
     to_state,
 )
 from ledger.models import Operation
+
+# How much of a plan or reflection the task row keeps for the repeated-output similarity rule.
+PLAN_CHARS = 2000
 
 
 def _finish_decision(task: Task, state: g.TaskState, outcome: g.Outcome, now, actor: str) -> None:
@@ -134,6 +137,9 @@ def model_call_usage(
                 tokens=charged_tokens,
                 signature=signature,
                 reserved_tokens=reserved_tokens,
+                # Texts only matter to the similarity rule; capped so the row stays small.
+                plan_text=core.plan_text(tool_calls)[:PLAN_CHARS],
+                output_text=(output_text or "")[:PLAN_CHARS],
             ),
             now,
         )
@@ -216,7 +222,11 @@ def _tool_call_request_once(
         job_id=job_id or None,
         ignore_fields=list(policy.ignore_fields) if policy else [],
         near_duplicate_threshold=policy.near_duplicate_threshold if policy else None,
+        similarity_provider=policy.similarity_provider if policy else "lexical",
     )
+    # Slow I/O stays outside the transaction: the embedding provider's vectors are fetched
+    # before the task row is locked (nothing at all for the default lexical provider).
+    request.vectors = embeddings.vectors_for(task_id=task_id, agent=agent, request=request)
     try:
         with transaction.atomic():
             task = lock_task(task_id, agent=agent)

@@ -27,6 +27,8 @@ def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> g.TaskState
         blocked=list(task.blocked),
         pending=list(task.pending),
         signatures=list(task.signatures),
+        plans=list(task.plans),
+        reflection=task.reflection,
         seen_hashes=list(seen_hashes or []),
         report=task.report,
         **{name: getattr(task, name) for name in SNAPSHOT_FIELDS},
@@ -42,6 +44,8 @@ def apply_state(task: Task, state: g.TaskState) -> None:
     task.blocked = state.blocked
     task.pending = state.pending
     task.signatures = state.signatures
+    task.plans = state.plans
+    task.reflection = state.reflection
     task.report = state.report
     for name in SNAPSHOT_FIELDS:
         setattr(task, name, getattr(state, name))

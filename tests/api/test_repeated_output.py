@@ -99,3 +99,34 @@ def test_verified_progress_restarts_the_streak(agent_api):
         )  # fmt: skip
 
     assert get_task(agent_api, task["id"])["state"] == "RUNNING"
+
+
+DRIFTING = [
+    [{"name": "search", "args": {"q": q}}]
+    for q in ("refund policy", "policy for refunds", "refunds policy")
+]
+
+
+def test_with_a_threshold_three_similar_plans_stop_and_the_texts_persist(agent_api):
+    task = new_task(agent_api, limits={"near_duplicate_threshold": 0.8})
+    answers = []
+    for plan in DRIFTING:
+        allowed = gate(agent_api, task["id"])
+        answers.append(settle(agent_api, task["id"], allowed["model_call"], tool_calls=plan))
+
+    assert [a["decision"] for a in answers] == ["CONTINUE", "CONTINUE", "STOP"]
+    assert_stopped(answers[-1], "PARTIAL", "repeated_output", "GUARD_LOOP_DETECTED")
+
+
+def test_with_a_threshold_two_similar_reflections_stop(agent_api):
+    task = new_task(agent_api, limits={"near_duplicate_threshold": 0.9})
+    answers = []
+    for text in (
+        "Let me look at the refund policy.",
+        "Let me look at the refund policy!",
+    ):
+        allowed = gate(agent_api, task["id"])
+        answers.append(settle(agent_api, task["id"], allowed["model_call"], output_text=text))
+
+    assert [a["decision"] for a in answers] == ["CONTINUE", "STOP"]
+    assert answers[-1]["reason"] == "repeated_output"

@@ -34,3 +34,16 @@ def test_ignore_fields_must_be_a_list_of_names(make_user, client):
 def test_operators_cannot_change_tool_policies(make_user, client):
     client.force_login(make_user("olivia")[0])
     assert client.get(ADD).status_code in (302, 403)
+
+
+def test_an_admin_chooses_the_embedding_similarity_provider(make_user, client):
+    client.force_login(make_user("adam", admin=True)[0])
+
+    response = client.post(ADD, {
+        "tool": "web_search", "ignore_fields": "[]", "near_duplicate_threshold": "0.9",
+        "similarity_provider": "embedding",
+    })  # fmt: skip
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    policy = ToolPolicy.objects.get(tool="web_search")
+    assert (policy.similarity_provider, policy.near_duplicate_threshold) == ("embedding", 0.9)

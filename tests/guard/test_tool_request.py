@@ -303,7 +303,7 @@ def test_a_near_duplicate_of_a_call_made_max_same_call_times_is_blocked_then_sto
     out = ask(task, read(q="weather in paris!"))
     assert (out.decision, out.reason, out.trigger) == (BLOCK, "near_duplicate", "near_duplicate")
     assert "nearly identical" in out.observation["message"]
-    assert task.blocked == [similar_fp]
+    assert similar_fp in task.blocked  # the whole cluster was nudged once
     out = ask(task, read(q="weather in paris?"))
     assert (out.reason, task.state) == ("near_duplicate", PARTIAL)
 

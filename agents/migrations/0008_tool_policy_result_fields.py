@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0006_novelty_profile'),
+        ('agents', '0007_similarity_provider_and_labels'),
     ]
 
     operations = [

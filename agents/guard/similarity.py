@@ -1,0 +1,181 @@
+"""How alike two calls of one tool are, for the near-duplicate check (DESIGN.md section 4, 10).
+
+Exact repeats are the fingerprint's business; this module scores the drift between two
+canonical args texts on 0..1. Two rules hold for every provider:
+
+- Position arguments are identity. A cursor, a page number, an offset, an id or a version that
+  differs makes two calls different, however alike the rest is: that is how pagination and
+  walking a list of records look, and they are the legitimate work the check must never catch.
+- The score is symmetric and never raises: a text that is not JSON scores by its raw text.
+
+`lexical` is the built-in provider: token and character trigram overlap over the argument
+values, no model, a few microseconds per pair. `VectorSimilarity` wraps embedding vectors the
+service fetched before the task row was locked; a pair it has no vector for falls back to
+lexical, so a slow or failing endpoint never leaves a decision without a score.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+LEXICAL = "lexical"
+EMBEDDING = "embedding"
+PROVIDERS = (LEXICAL, EMBEDDING)
+
+# Argument names (lowercased, "_" and "-" dropped) whose value says *where* a call reads, not
+# *what* it asks. Any difference in one of them is a real difference. A single `date` picks a
+# record like an id does (the weather on the 5th, then on the 12th); a range bound such as
+# `since` is not here: widening a range round after round is a nudge, not a new question.
+POSITION_FIELDS = frozenset(
+    {
+        "page", "pageno", "pagenumber", "pagenum", "pagetoken", "nextpagetoken", "cursor",
+        "nextcursor", "after", "before", "startingafter", "endingbefore", "offset", "skip",
+        "start", "marker", "continuationtoken", "nexttoken", "token", "id", "ids", "uuid",
+        "version", "rev", "revision", "etag", "sha", "commit", "ref", "date",
+    }
+)  # fmt: skip
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# Words that carry no meaning of their own in a query: rephrasing adds and drops them freely.
+_STOPWORDS = frozenset(
+    "a an the of for to in on at by with and or is are was were be do does did how what which "
+    "who whose when where why please me my our your about from that this these those it its "
+    "as into any all some can could would should".split()
+)
+
+Similarity = Callable[[str, str, str, str], float]
+"""score(fingerprint_a, args_text_a, fingerprint_b, args_text_b) -> 0..1."""
+
+
+def _position_key(name: str) -> bool:
+    lowered = name.lower()
+    flat = lowered.replace("_", "").replace("-", "")
+    return (
+        flat in POSITION_FIELDS
+        or lowered.endswith(("_id", "_ids", "-id"))
+        or (name.endswith(("Id", "Ids")) and len(name) > 2)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _parsed(args_text: str) -> tuple[tuple[tuple[str, str], ...], frozenset[str], frozenset[str]]:
+    """(position fields as (path, canonical value), word tokens, character trigrams).
+
+    Cached by text: the window's entries are scored against every new call of the same tool.
+    """
+    try:
+        value: Any = json.loads(args_text)
+    except (ValueError, TypeError):
+        value = args_text
+    positions: list[tuple[str, str]] = []
+    words: list[str] = []
+    scalars: list[str] = []
+
+    def walk(node: Any, path: str, key: str) -> None:
+        if isinstance(node, dict):
+            for name, item in node.items():
+                walk(item, f"{path}.{name}", name)
+            return
+        if key and _position_key(key):
+            positions.append((path, json.dumps(node, sort_keys=True, separators=(",", ":"))))
+            return
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                walk(item, f"{path}[{index}]", key)
+            return
+        if isinstance(node, str):
+            words.extend(_stem(w) for w in _WORD.findall(node.lower()) if w not in _STOPWORDS)
+        elif node is not None:
+            # Numbers and flags are compared whole, tied to their argument: limit=10 and
+            # limit=20 differ in one token, not in one character.
+            scalars.append(f"{key}={json.dumps(node)}")
+
+    walk(value, "", "")
+    text = " ".join(sorted(words))
+    grams = {text[i : i + 3] for i in range(max(0, len(text) - 2))}
+    return tuple(sorted(positions)), frozenset(words + scalars), frozenset(grams)
+
+
+def _stem(word: str) -> str:
+    """A crude English stem: "refunds", "refunded", "refunding" all read "refund";
+    "configure", "configuring", "configuration" read "configur"; "retries" reads "retry"."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    for suffix in ("ation", "ing", "ed", "es", "s", "e"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 1.0
+    shared = len(a & b) if len(a) <= len(b) else len(b & a)
+    return shared / (len(a) + len(b) - shared)
+
+
+def positions_differ(a_args: str, b_args: str) -> bool:
+    """True when a cursor, page, offset, id or version differs: never similar then."""
+    return _parsed(a_args)[0] != _parsed(b_args)[0]
+
+
+def lexical(a_args: str, b_args: str) -> float:
+    """Token and character-trigram similarity of two canonical args texts, 0..1.
+
+    The mean of the word-token Jaccard (order-free, stemmed, stopwords dropped: a rephrase
+    keeps its content words) and the trigram Jaccard over the sorted words (catches typos and
+    inflections the crude stem misses). 0 when a position argument differs.
+    """
+    if a_args == b_args:
+        return 1.0
+    pos_a, words_a, grams_a = _parsed(a_args)
+    pos_b, words_b, grams_b = _parsed(b_args)
+    if pos_a != pos_b:
+        return 0.0
+    return (_jaccard(words_a, words_b) + _jaccard(grams_a, grams_b)) / 2
+
+
+def lexical_score(a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
+    return lexical(a_args, b_args)
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    """Cosine similarity clamped to 0..1 (an opposite direction is simply "not similar")."""
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    if not norm:
+        return 0.0
+    return max(0.0, min(1.0, dot / norm))
+
+
+class VectorSimilarity:
+    """Cosine over embedding vectors keyed by fingerprint; lexical for a pair it cannot score.
+
+    The vectors were fetched by the service before it locked the task row; a call that joined
+    the window since then simply has none and is scored lexically.
+    """
+
+    def __init__(self, vectors: Mapping[str, list[float]]):
+        self.vectors = vectors
+
+    def __call__(self, a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
+        if a_args == b_args:
+            return 1.0
+        if positions_differ(a_args, b_args):
+            return 0.0
+        va, vb = self.vectors.get(a_fp), self.vectors.get(b_fp)
+        if va is None or vb is None:
+            return lexical(a_args, b_args)
+        return cosine(va, vb)
+
+
+def text_similarity(a: str, b: str) -> float:
+    """Similarity of two free texts (plans, reflections): the lexical score of their words."""
+    if a == b:
+        return 1.0
+    return lexical(json.dumps(a), json.dumps(b))

@@ -1,0 +1,111 @@
+"""Embedding vectors for the near-duplicate check's `embedding` provider.
+
+Asked *before* the task row is locked (DESIGN.md section 4, check 10): an HTTP round trip must
+never hold the lock other requests of the task wait on. Vectors are cached by fingerprint (the
+same call text always embeds the same), so a window's earlier calls cost one cache read each
+and only new texts go to the endpoint, in one batched request.
+
+A slow or failing endpoint is not an error: the decision goes on with the vectors it has and
+the guard scores the rest lexically (`guard.similarity.VectorSimilarity`). The miss is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.core.cache import cache
+
+from agents.guard.similarity import EMBEDDING
+from agents.guard.types import ToolRequest, WindowEntry
+from agents.models import Agent, Task
+
+logger = logging.getLogger("loopwarden.embeddings")
+
+# Vectors do not change for a text and model; a day keeps the cache warm across a task's life.
+CACHE_SECONDS = 86_400
+
+
+def _cache_key(fingerprint: str) -> str:
+    return f"lw:emb:{settings.EMBEDDINGS_MODEL}:{fingerprint}"
+
+
+def fetch_embeddings(texts: list[str]) -> list[list[float]] | None:
+    """One POST {url}/embeddings for `texts`, in order; None when slow, failing or malformed.
+
+    The wire format is OpenAI's: {"model", "input": [...]} -> {"data": [{"embedding", "index"}]}.
+    """
+    url = settings.EMBEDDINGS_URL.rstrip("/") + "/embeddings"
+    headers = {"Content-Type": "application/json"}
+    if settings.EMBEDDINGS_KEY:
+        headers["Authorization"] = f"Bearer {settings.EMBEDDINGS_KEY}"
+    started = time.monotonic()
+    try:
+        response = httpx.post(
+            url,
+            json={"model": settings.EMBEDDINGS_MODEL, "input": texts},
+            headers=headers,
+            timeout=settings.EMBEDDINGS_TIMEOUT_MS / 1000,
+        )
+        response.raise_for_status()
+        rows = response.json()["data"]
+        vectors: list[Any] = [None] * len(texts)
+        for position, row in enumerate(rows):
+            index = row.get("index", position)
+            vectors[index] = [float(x) for x in row["embedding"]]
+        if any(v is None for v in vectors):
+            raise ValueError("fewer embeddings than inputs")
+        return vectors
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        logger.warning(
+            "embeddings endpoint failed after %d ms (%s: %s); near-duplicate falls back to lexical",
+            int((time.monotonic() - started) * 1000),
+            type(exc).__name__,
+            exc,
+        )
+        return None
+
+
+def _embed_text(tool: str, args_text: str) -> str:
+    return f"{tool}: {args_text}"
+
+
+def vectors_for(
+    *, task_id: uuid.UUID | str, agent: Agent, request: ToolRequest
+) -> dict[str, list[float]]:
+    """Vectors by fingerprint for this call and the window's calls of the same tool.
+
+    Empty unless the policy asks for embeddings, an endpoint is configured and a threshold
+    could apply. Reads the task's window without a lock: a call that joins the window before
+    the decision has no vector and is scored lexically, which is the same fallback as a miss.
+    """
+    if request.similarity_provider != EMBEDDING or not settings.EMBEDDINGS_URL:
+        return {}
+    if request.job_id:
+        return {}
+    row = Task.objects.filter(pk=task_id, agent=agent).values_list("window", "limits").first()
+    if row is None:
+        return {}
+    window, limits = row
+    if request.near_duplicate_threshold is None and limits.get("near_duplicate_threshold") is None:
+        return {}
+    fp, args_text = request.identity
+    texts = {fp: args_text}
+    for raw in window:
+        entry = WindowEntry.from_dict(raw)
+        if entry.tool == request.tool:
+            texts.setdefault(entry.fingerprint, entry.args)
+    cached = cache.get_many([_cache_key(f) for f in texts])
+    vectors = {f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached}
+    missing = [f for f in texts if f not in vectors]
+    if missing:
+        fetched = fetch_embeddings([_embed_text(request.tool, texts[f]) for f in missing])
+        if fetched is not None:
+            new = dict(zip(missing, fetched, strict=True))
+            cache.set_many({_cache_key(f): v for f, v in new.items()}, CACHE_SECONDS)
+            vectors.update(new)
+    return vectors

@@ -1,0 +1,153 @@
+"""The `embedding` similarity provider, against a local server speaking the embeddings API.
+
+The server answers POST /v1/embeddings in OpenAI's wire format; nothing in the product is
+patched. Texts about refunds embed to one direction, anything else to another, so the
+embedding provider sees rephrasings the lexical one cannot ("how do refunds work").
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.core.cache import cache
+
+from agents.models import ToolPolicy
+
+from .helpers import execute, new_task, request_tool
+
+pytestmark = pytest.mark.django_db
+
+REPHRASINGS = ["refund policy", "how do refunds work", "can I get my money back"]
+
+
+class EmbeddingsServer:
+    """A tiny OpenAI-compatible embeddings endpoint on 127.0.0.1 (mode: ok, slow, error)."""
+
+    def __init__(self):
+        self.mode = "ok"
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(
+                    {"path": self.path, "auth": self.headers.get("Authorization"), **body}
+                )
+                if server.mode == "slow":
+                    time.sleep(0.5)
+                if server.mode == "error":
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                data = [
+                    {"object": "embedding", "index": i, "embedding": server.vector(text)}
+                    for i, text in enumerate(body["input"])
+                ]
+                payload = json.dumps(
+                    {"object": "list", "data": data, "model": body["model"],
+                     "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+                ).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                try:
+                    self.wfile.write(payload)
+                except OSError:
+                    pass  # the client gave up (timeout)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @staticmethod
+    def vector(text: str) -> list[float]:
+        lowered = text.lower()
+        if "refund" in lowered or "money back" in lowered:
+            return [0.99, 0.1, 0.0]
+        return [0.0, 0.2, 0.98]
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def endpoint(settings):
+    cache.clear()
+    server = EmbeddingsServer()
+    settings.EMBEDDINGS_URL = server.url
+    settings.EMBEDDINGS_MODEL = "test-embed"
+    settings.EMBEDDINGS_KEY = "sk-test"
+    settings.EMBEDDINGS_TIMEOUT_MS = 200
+    ToolPolicy.objects.create(
+        tool="search", near_duplicate_threshold=0.9, similarity_provider="embedding"
+    )
+    yield server
+    server.close()
+    cache.clear()
+
+
+def rephrase(api, task_id):
+    for q in REPHRASINGS[:2]:
+        execute(api, task_id, "search", {"q": q})
+    return request_tool(api, task_id, "search", {"q": REPHRASINGS[2]})
+
+
+def test_the_embedding_provider_catches_rephrasings_lexical_similarity_misses(agent_api, endpoint):
+    task = new_task(agent_api)
+
+    answer = rephrase(agent_api, task["id"])
+
+    assert answer["decision"] == "BLOCK"
+    assert answer["reason"] == "near_duplicate"
+    first = endpoint.requests[0]
+    assert first["path"] == "/v1/embeddings"
+    assert first["auth"] == "Bearer sk-test"
+    assert first["model"] == "test-embed"
+
+
+def test_vectors_are_cached_by_fingerprint_so_only_new_calls_are_embedded(agent_api, endpoint):
+    task = new_task(agent_api)
+
+    rephrase(agent_api, task["id"])
+
+    inputs = [text for req in endpoint.requests for text in req["input"]]
+    assert len(inputs) == len(set(inputs)) == 3
+
+
+@pytest.mark.parametrize("mode", ["slow", "error"])
+def test_a_slow_or_failing_endpoint_falls_back_to_lexical_and_is_logged(
+    agent_api, endpoint, mode, caplog
+):
+    endpoint.mode = mode
+    task = new_task(agent_api)
+
+    started = time.monotonic()
+    answer = rephrase(agent_api, task["id"])
+    elapsed = time.monotonic() - started
+
+    # Lexically the three rephrasings are far apart: the call executes.
+    assert answer["decision"] == "EXECUTE"
+    assert "falls back to lexical" in caplog.text
+    # Three decisions, each waiting at most the 200 ms timeout (plus test-client overhead).
+    assert elapsed < 3 * 0.2 + 1.5
+
+
+def test_lexical_policies_never_call_the_endpoint(agent_api, endpoint):
+    ToolPolicy.objects.filter(tool="search").update(similarity_provider="lexical")
+    task = new_task(agent_api)
+
+    answer = rephrase(agent_api, task["id"])
+
+    assert answer["decision"] == "EXECUTE"
+    assert endpoint.requests == []

@@ -1,0 +1,135 @@
+"""Step 10 counts clusters, not pairs; cursors, pages, ids and versions are real differences."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.guard.fingerprint import canonical_json
+from agents.guard.similarity import lexical, positions_differ
+from agents.guard.tool import report_result, request_tool
+from agents.guard.types import BLOCK, EXECUTE, PARTIAL, STOP, SUCCESS, ToolResult, WindowEntry
+
+from .factories import NOW, agent, call_of, make_task, read
+
+
+def ask(task, req):
+    return request_tool(task, req, None, agent(), NOW)
+
+
+def run(task, req, data=None):
+    """Ask; when EXECUTE'd, report a result without progress, as a loop would."""
+    out = ask(task, req)
+    if out.decision == EXECUTE:
+        report_result(task, call_of(req), ToolResult(kind=SUCCESS, data=data), NOW)
+    return out
+
+
+def test_a_call_that_drifts_every_round_is_caught_by_its_cluster():
+    # No fingerprint repeats, so the old pair rule (most similar single fingerprint must
+    # occur max_same_call times) never fired here.
+    task = make_task(near_duplicate_threshold=0.6, max_stagnant=10)
+    queries = ["refund policy", "policy for refunds", "refunds policy", "the refund policy"]
+    decisions = [run(task, read(q=q)).decision for q in queries]
+    assert decisions == [EXECUTE, EXECUTE, BLOCK, STOP]
+    assert (task.state, task.reason) == (PARTIAL, "near_duplicate")
+
+
+def test_the_nudge_names_the_similar_call_and_what_it_returned():
+    task = make_task(near_duplicate_threshold=0.6, max_stagnant=10)
+    run(task, read(q="refund policy"), data={"hits": ["refunds within 30 days"]})
+    run(task, read(q="policy for refunds"), data={"hits": ["refunds within 30 days"]})
+    out = ask(task, read(q="refunds policy"))
+    message = out.observation["message"]
+    assert out.decision == BLOCK
+    assert "policy for refunds" in message
+    assert "refunds within 30 days" in message
+
+
+@pytest.mark.parametrize(
+    "field, values",
+    [
+        ("page", [1, 2, 3, 4]),
+        ("cursor", ["c1", "c2", "c3", "c4"]),
+        ("offset", [0, 50, 100, 150]),
+        ("invoice_id", ["in_1", "in_2", "in_3", "in_4"]),
+        ("version", [1, 2, 3, 4]),
+        ("pageToken", ["a", "b", "c", "d"]),
+    ],
+)
+def test_pagination_and_walking_records_are_never_near_duplicates(field, values):
+    task = make_task(near_duplicate_threshold=0.1, max_stagnant=10)
+    for value in values:
+        assert run(task, read(q="overdue invoices", **{field: value})).decision == EXECUTE
+
+
+def test_a_nested_cursor_is_a_real_difference_too():
+    a = canonical_json({"q": "x", "paging": {"after": "abc"}})
+    b = canonical_json({"q": "x", "paging": {"after": "abd"}})
+    assert positions_differ(a, b)
+    assert lexical(a, b) == 0.0
+
+
+def test_lexical_scores_rephrasings_high_and_different_searches_low():
+    def score(a, b):
+        return lexical(canonical_json({"q": a}), canonical_json({"q": b}))
+
+    assert score("refund policy", "policy for refunds") >= 0.9
+    assert score("overdue invoices for ACME corp", "overdue invoices for ACME corp.") == 1.0
+    assert score("shipping rates to canada", "warranty for laptops") < 0.2
+    assert 0.0 <= score("weather in paris", "weather in london") < 0.6
+
+
+def test_lexical_is_symmetric_and_one_for_the_same_text():
+    a, b = canonical_json({"q": "a b c", "limit": 10}), canonical_json({"q": "a b", "limit": 20})
+    assert lexical(a, b) == lexical(b, a)
+    assert lexical(a, a) == 1.0
+
+
+def test_a_second_cluster_member_after_the_nudge_stops_even_if_closest_to_another_member():
+    task = make_task(near_duplicate_threshold=0.6, max_stagnant=10)
+    for q in ("refund policy", "policy for refunds"):
+        run(task, read(q=q))
+    assert ask(task, read(q="refunds policy")).decision == BLOCK
+    assert ask(task, read(q="policy of refunds")).decision == STOP
+
+
+def test_without_a_threshold_a_drifting_loop_is_not_a_near_duplicate():
+    task = make_task(max_stagnant=10)
+    for q in ["refund policy", "policy for refunds", "refunds policy", "the refund policy"]:
+        assert run(task, read(q=q)).decision == EXECUTE
+
+
+def test_the_window_entry_keeps_a_short_quote_of_the_result():
+    task = make_task()
+    run(task, read(q="x"), data={"text": "y" * 1000})
+    entry = task.window[-1]
+    assert entry.result.startswith('{"text":"yyy') and len(entry.result) <= 160
+    assert WindowEntry.from_dict(entry.to_dict()) == entry
+
+
+json_scalars = st.one_of(st.text(max_size=12), st.integers(), st.booleans(), st.none())
+json_args = st.dictionaries(
+    st.text(max_size=8), st.one_of(json_scalars, st.lists(json_scalars, max_size=3)), max_size=4
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=json_args, b=json_args)
+def test_lexical_is_a_symmetric_score_between_zero_and_one(a, b):
+    ta, tb = canonical_json(a), canonical_json(b)
+    assert 0.0 <= lexical(ta, tb) <= 1.0
+    assert lexical(ta, tb) == lexical(tb, ta)
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=json_args, field=st.sampled_from(["page", "cursor", "offset", "id", "user_id"]),
+       first=json_scalars, second=json_scalars)  # fmt: skip
+def test_a_differing_position_field_is_never_similar(args, field, first, second):
+    if first == second or field in args:
+        return
+    a = canonical_json({**args, field: first})
+    b = canonical_json({**args, field: second})
+    if a != b:
+        assert lexical(a, b) == 0.0
