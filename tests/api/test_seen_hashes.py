@@ -17,7 +17,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def novelty_task(agent_api, agent):
-    profile = LimitProfile.objects.create(name="novelty", progress_mode="novelty", max_stagnant=5)
+    # The built-in `novelty` profile exists (migration 0006); this test wants its own limits.
+    profile, _ = LimitProfile.objects.update_or_create(
+        name="novelty", defaults={"progress_mode": "novelty", "max_stagnant": 5}
+    )
     agent[1].default_profile = profile
     agent[1].save()
     return new_task(agent_api)
