@@ -1,6 +1,7 @@
 """Django admin (/django-admin/) for what admins manage without a console page of its own.
 
-Tool policies: the fields a tool's fingerprint ignores, its near-duplicate threshold, and the
+Tool policies: the fields a tool's fingerprint ignores, what its results' novelty data hash
+leaves out, its near-duplicate threshold, and the
 reconciler URL asked about its UNKNOWN operations (see ledger/reconcilers.py). Model prices: what
 the gate reserves before a model call and what the usage report settles. Sign-in failures
 (django-axes), read-only: a lockout is lifted on the console, where the unlock is audited.
@@ -36,7 +37,7 @@ class ToolPolicyForm(forms.ModelForm):
         model = ToolPolicy
         fields = [
             "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider",
-            "reconcile_url", "redact_fields",
+            "reconcile_url", "redact_fields", "ignore_result_fields", "ignore_volatile_keys",
         ]  # fmt: skip
         help_texts = {
             "ignore_fields": "A JSON list of argument paths the fingerprint leaves out, e.g. "
@@ -44,12 +45,23 @@ class ToolPolicyForm(forms.ModelForm):
             "redact_fields": "A JSON list of key names shown as ••• in this tool's args and "
             'results in the console and the operator API, e.g. ["customer_ref"]; case and '
             "separators are ignored. Stored data is not changed.",
+            "ignore_result_fields": "A JSON list of result paths the novelty data hash leaves "
+            'out, same syntax as ignore_fields, e.g. ["served_by", "meta.shard"].',
+            "ignore_volatile_keys": "Leave the built-in volatile key names (fetched_at, "
+            "request_id, etag, ... see docs/API.md) out of the novelty data hash too, in any "
+            "spelling and at any depth. Switch off when such a key is real data for this tool.",
         }
 
     def clean_ignore_fields(self):
         value = self.cleaned_data["ignore_fields"] or []
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise forms.ValidationError("Give a JSON list of field names.")
+        return value
+
+    def clean_ignore_result_fields(self):
+        value = self.cleaned_data["ignore_result_fields"] or []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise forms.ValidationError("Give a JSON list of field paths.")
         return value
 
     def clean_redact_fields(self):
@@ -73,7 +85,8 @@ class ToolPolicyForm(forms.ModelForm):
 class ToolPolicyAdmin(admin.ModelAdmin):
     form = ToolPolicyForm
     list_display = [
-        "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider", "reconcile_url",
+            "tool", "ignore_fields", "near_duplicate_threshold", "similarity_provider",
+            "reconcile_url", "redact_fields", "ignore_result_fields", "ignore_volatile_keys",
     ]  # fmt: skip
     search_fields = ["tool"]
 

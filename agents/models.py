@@ -363,6 +363,12 @@ class ToolCall(models.Model):
     result_kind = models.CharField(max_length=32, blank=True)
     result_code = models.CharField(max_length=100, blank=True)
     result_data = models.JSONField(null=True, blank=True)
+    # Top-level key -> short hash of its value, after the tool policy's result rules: enough
+    # to say which keys changed between two results (task page, advisor) without the data.
+    result_keys = models.JSONField(null=True, blank=True)
+    # Set when novelty judged the result new: the keys that made it so (changed from the last
+    # result of the same call, else of the same tool); [] when only a data_hash was sent.
+    novel_keys = models.JSONField(null=True, blank=True)
     result_error = models.TextField(blank=True)
     evidence = models.JSONField(null=True, blank=True)
     result_decision = models.CharField(max_length=8, blank=True)
@@ -408,7 +414,8 @@ class Event(models.Model):
 
 class ToolPolicy(models.Model):
     """Per-tool settings: fields ignored by the fingerprint, near-duplicate, reconciler URL,
-    and fields masked wherever an operator reads this tool's args or results."""
+    fields masked wherever an operator reads this tool's args or results, and what the data
+    hash of its results leaves out (novelty progress)."""
 
     tool = models.CharField(max_length=200, unique=True)
     ignore_fields = models.JSONField(default=list, blank=True)
@@ -427,6 +434,9 @@ class ToolPolicy(models.Model):
         "in) or embedding (the endpoint in LOOPWARDEN_EMBEDDINGS_URL; falls back to lexical).",
     )
     reconcile_url = models.URLField(blank=True)
+    # Novelty progress (issue 13): what the data hash of this tool's results leaves out.
+    ignore_result_fields = models.JSONField(default=list, blank=True)
+    ignore_volatile_keys = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -142,6 +142,7 @@ def tool_call_json(call: ToolCall, masks: Redactor | None = None) -> dict:
         "result_decision": call.result_decision or None,
         "result_reason": call.result_reason or None,
         "revision_after": call.revision_after, "duration_ms": call.duration_ms,
+        "novel_keys": call.novel_keys,
         "created_at": call.created_at.isoformat(),
         "reported_at": call.reported_at.isoformat() if call.reported_at else None,
     }  # fmt: skip

@@ -32,6 +32,7 @@ CHANGE_PROFILE = "agents.change_limitprofile"
 CHANGE_AGENT = "agents.change_agent"
 PAUSE_AGENT = "agents.pause_agent"
 MANAGE_TOKENS = "agents.manage_tokens"
+CHANGE_TOOL_POLICY = "agents.change_toolpolicy"
 VIEW_SIGNIN_LOCKOUTS = "axes.view_accessattempt"
 UNLOCK_SIGNIN = "axes.delete_accessattempt"
 

@@ -59,4 +59,9 @@ urlpatterns = [
     # The daily report (background jobs build its rows).
     path("reports/daily/", views_reports.daily_report, name="reports"),
     path("reports/daily.csv", views_reports.daily_report_csv, name="reports-csv"),
+    path(
+        "reports/result-fields/apply/",
+        views_reports.result_fields_apply,
+        name="result-fields-apply",
+    ),
 ]

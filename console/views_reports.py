@@ -13,11 +13,14 @@ from datetime import date
 from decimal import Decimal
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.views.decorators.vary import vary_on_headers
 
-from agents import reports
+from agents import reports, result_advice
+from agents.errors import DomainError
 from agents.models import Agent
-from console.access import VIEW_TASK, console_view, page
+from agents.services import policies
+from console.access import CHANGE_TOOL_POLICY, INVALID, VIEW_TASK, console_view, done, page
 
 DAY_CHOICES = (7, 14, 30, 60, 90)
 DEFAULT_DAYS = 30
@@ -142,8 +145,40 @@ def daily_report(request: HttpRequest) -> HttpResponse:
         "min_sample": reports.MIN_SAMPLE,
         "loose_factor": reports.LOOSE_FACTOR,
         "threshold_advice": reports.threshold_advice(),
+        **_result_field_context(request, days),
     }
     return page(request, "console/report.html", "console/report/_body.html", context)
+
+
+def _result_field_context(request: HttpRequest, days: int) -> dict:
+    return {
+        "result_fields": result_advice.result_field_proposals(days=days),
+        "can_apply_result_fields": request.user.has_perm(CHANGE_TOOL_POLICY),
+        "result_field_max_keys": result_advice.MAX_KEYS,
+    }
+
+
+@console_view(CHANGE_TOOL_POLICY, methods=("POST",))
+def result_fields_apply(request: HttpRequest) -> HttpResponse:
+    """Apply one proposal of the volatile-keys advice: the keys join the tool's
+    ignore_result_fields, with an audit row (through the one service)."""
+    days = int(request.POST["days"]) if request.POST.get("days", "").isdigit() else DEFAULT_DAYS
+    days = days if days in DAY_CHOICES else DEFAULT_DAYS
+    tool = request.POST.get("tool", "").strip()
+    keys = request.POST.getlist("keys")
+    try:
+        policies.tool_policy_ignore_result_fields(
+            tool=tool, keys=keys, user=request.user, reason="applied the report's advice"
+        )
+    except DomainError as error:
+        return HttpResponse(error.message, status=INVALID)
+    return done(
+        request,
+        f"{tool} now ignores {', '.join(keys)} in its results.",
+        partial="console/report/_result_fields.html",
+        context={"days": days, **_result_field_context(request, days)},
+        then=f"{reverse('reports')}?days={days}",
+    )
 
 
 @console_view(VIEW_TASK)

@@ -72,6 +72,7 @@ EVENT_WORDS = {
     "profile_created": "created a limit profile",
     "profile_changed": "changed a limit profile",
     "profile_deleted": "deleted a limit profile",
+    "tool_policy_changed": "changed a tool policy",
     "agent_profiles_changed": "changed the profiles an agent may use",
     "token_issued": "issued an API token",
     "token_revoked": "revoked an API token",

@@ -44,7 +44,7 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _drop_field(args: dict[str, Any], field_path: str) -> None:
+def drop_field(args: dict[str, Any], field_path: str) -> None:
     """Remove one ignored field in place: a top-level key, or a dotted path into nested dicts.
 
     A literal top-level key wins over the dotted reading, so a tool whose argument is really
@@ -72,7 +72,7 @@ def effective_args(args: dict[str, Any], ignore_fields: list[str] | None) -> dic
         return args
     cleaned = copy.deepcopy(args)
     for field_path in ignore_fields:
-        _drop_field(cleaned, field_path)
+        drop_field(cleaned, field_path)
     return cleaned
 
 

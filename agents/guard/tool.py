@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from .fingerprint import canonical_json, data_hash
+from .fingerprint import canonical_json
+from .novelty import result_hash
 from .similarity import EMBEDDING, Similarity, VectorSimilarity, lexical_score
 from .transitions import (
     Evidence,
@@ -347,13 +348,18 @@ def progress_hash(limits: Limits, result: ToolResult) -> str | None:
     None in evidence mode, when the result carries evidence (evidence always decides), for a
     PENDING result (waiting is not progress) and when there is no data to hash. The service
     asks this first, to load whether that one hash was seen before it calls `report_result`.
+
+    When `data` is sent, the hash is taken here over the data without the tool policy's
+    ignored and volatile keys (`result.rules`), and a `data_hash` sent beside it is not used:
+    one rule, applied by the party that knows the policy. A `data_hash` alone is taken as
+    sent; the client library that computed it applies the same rules (docs/API.md).
     """
     if limits.progress_mode != "novelty" or result.evidence is not None or result.kind == PENDING:
         return None
+    if result.data is not None:
+        return result_hash(result.data, result.rules)
     if result.data_hash:
         return result.data_hash
-    if result.data is not None:
-        return data_hash(result.data)
     return None
 
 

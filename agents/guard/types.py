@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from .fingerprint import fingerprint
+from .novelty import ResultRules
 
 # -- states, decisions, reasons -------------------------------------------------------------
 
@@ -298,6 +299,8 @@ class ToolResult:
     evidence: Any = None  # raw, validated by the core
     code: str | None = None
     error: str | None = None
+    # The tool policy's rules for what the data hash leaves out (see guard/novelty.py).
+    rules: ResultRules = field(default_factory=ResultRules)
 
 
 @dataclass

@@ -7,6 +7,7 @@ trace row and the events. The rules themselves live only in `agents.guard.core`.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,8 +17,9 @@ from django.utils import timezone
 
 from agents.errors import Conflict, NotFound
 from agents.guard import core
+from agents.guard import novelty as novelty_rules
 from agents.guard import types as g
-from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall
+from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
 from agents.services import catalog, embeddings, hooks
 from agents.services.common import (
     agent_view,
@@ -396,6 +398,7 @@ def tool_call_result(
                 "A result for this tool call was already reported.", code="RESULT_ALREADY_REPORTED"
             )
         limits = g.Limits.from_dict(task.limits)
+        result = replace(result, rules=result_rules(catalog_of(task).policies.get(call.tool)))
         novelty = core.progress_hash(limits, result) if not task.terminal else None
         # Novelty asks only whether this one hash was seen: one indexed lookup, whatever the
         # number of hashes the task has seen.
@@ -414,6 +417,7 @@ def tool_call_result(
         call.result_kind = result.kind[:32]
         call.result_code = (result.code or "")[:100]
         call.result_data = result.data
+        _record_result_keys(task, call, result, novel=bool(novelty) and outcome.progress)
         call.result_error = result.error or ""
         call.evidence = result.evidence
         call.duration_ms = duration_ms
@@ -424,10 +428,36 @@ def tool_call_result(
         call.save(update_fields=[
             "result_kind", "result_code", "result_data", "result_error", "evidence",
             "duration_ms", "result_decision", "result_reason", "revision_after", "reported_at",
+            "result_keys", "novel_keys",
         ])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "tool_result", outcome, tool_call=call)
     return task, call, outcome
+
+
+def result_rules(policy: ToolPolicy | None) -> novelty_rules.ResultRules:
+    """The tool policy's rules for what its results' data hash leaves out (no policy: the
+    built-in volatile keys only). The policy comes from the catalog (no statement)."""
+    if policy is None:
+        return novelty_rules.ResultRules()
+    return novelty_rules.ResultRules.of(policy.ignore_result_fields, policy.ignore_volatile_keys)
+
+
+def _record_result_keys(task: Task, call: ToolCall, result: g.ToolResult, *, novel: bool) -> None:
+    """Keep the result's top-level key digests and, when novelty judged it new, which keys
+    made it so: compared with the last result of the same call, else of the same tool."""
+    if result.data is None:
+        call.novel_keys = [] if novel else None
+        return
+    call.result_keys = novelty_rules.key_digests(result.data, result.rules)
+    if not novel:
+        return
+    earlier = ToolCall.objects.filter(
+        task=task, tool=call.tool, result_keys__isnull=False, seq__lt=call.seq
+    ).order_by("-seq")
+    before = earlier.filter(fingerprint=call.fingerprint).values_list("result_keys", flat=True)
+    previous = before.first() or earlier.values_list("result_keys", flat=True).first()
+    call.novel_keys = novelty_rules.changed_keys(previous, call.result_keys)
 
 
 def _settle_operation(task: Task, call: ToolCall, outcome: g.Outcome, now) -> None:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def novelty_task(agent_api, agent):
-    # The built-in `novelty` profile exists since migration 0006: tighten it for these tests.
+    # The built-in `novelty` profile exists (migration 0006); this test wants its own limits.
     profile, _ = LimitProfile.objects.update_or_create(
         name="novelty", defaults={"progress_mode": "novelty", "max_stagnant": 5}
     )

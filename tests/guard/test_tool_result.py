@@ -235,10 +235,18 @@ def test_unseen_data_is_progress_in_novelty_mode_and_seen_data_is_not():
     assert task.stagnant == 0
 
 
-def test_novelty_prefers_the_given_data_hash():
+def test_novelty_takes_a_data_hash_sent_alone_as_sent():
+    task = make_task(progress_mode="novelty")
+    assert report(task, READ, ok(data_hash="h1")).progress is True
+    assert report(task, READ, ok(data_hash="h1")).progress is False
+
+
+def test_novelty_hashes_the_data_when_it_is_sent_and_not_the_data_hash_beside_it():
+    # The server knows the tool policy; a client's hash beside the data may not (issue 13).
     task = make_task(progress_mode="novelty")
     assert report(task, READ, ok(data={"a": 1}, data_hash="h1")).progress is True
-    assert report(task, READ, ok(data={"a": 2}, data_hash="h1")).progress is False
+    assert report(task, READ, ok(data={"a": 2}, data_hash="h1")).progress is True
+    assert report(task, READ, ok(data={"a": 2}, data_hash="h2")).progress is False
 
 
 def test_novelty_without_data_is_not_progress():

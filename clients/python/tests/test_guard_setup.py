@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from loopwarden_client import Client
 from loopwarden_client.guard import Guard, data_hash, jsonable, read, stop_text, tool_specs, write
+from loopwarden_client.novelty import result_hash
 
 
 def test_a_write_needs_a_key_when_it_is_declared():
@@ -36,6 +37,17 @@ def test_results_become_json_and_equal_data_hashes_equal():
     assert jsonable({"x": Thing(), "y": (1, 2)}) == {"x": {"a": 1}, "y": [1, 2]}
     assert data_hash({"b": 1, "a": [1]}) == data_hash({"a": [1], "b": 1})
     assert data_hash("x") != data_hash("y")
+
+
+def test_the_data_hash_leaves_the_volatile_keys_out_as_the_server_does():
+    stamped = {"rows": [1], "fetchedAt": "10:00:01", "meta": {"X-Request-Id": "r1"}}
+    again = {"rows": [1], "fetchedAt": "10:00:02", "meta": {"X-Request-Id": "r2"}}
+    assert data_hash(stamped) == data_hash(again)
+    assert data_hash(stamped) != data_hash({**stamped, "rows": [2]})
+    assert result_hash(stamped, volatile_keys=False) != result_hash(again, volatile_keys=False)
+    assert result_hash({"n": 1, "replica": "a"}, ["replica"]) == result_hash(
+        {"n": 1, "replica": "b"}, ["replica"]
+    )
 
 
 def test_the_stop_text_names_state_reason_code_and_what_to_do():

@@ -268,6 +268,27 @@ def test_identical_results_still_trip_no_progress_under_novelty(lw, session):
     assert (caught.value.state, caught.value.reason) == ("PARTIAL", "no_progress")
 
 
+def test_a_read_stamped_with_a_fresh_fetched_at_still_stops_under_novelty(lw, session):
+    """Issue 13: the stamp is not new data; the same read is nudged, then the loop stops
+    (here the model's third identical plan, repeated_output, comes first)."""
+    s = session()
+    clock = iter(range(100))
+
+    @tool
+    def invoice(number: int) -> dict:
+        """Read an invoice."""
+        return {"number": number, "total": 120, "fetched_at": f"10:00:{next(clock):02}"}
+
+    script = [[("invoice", {"number": 7})] for _ in range(9)]
+    agent = create_agent(ScriptedModel(script=script), [invoice],
+                         middleware=[LoopwardenMiddleware(s)])  # fmt: skip
+    agent.invoke({"messages": [{"role": "user", "content": "total?"}]})
+    task = lw.get_task(s.task_id)
+    # Before issue 13 each stamp was new data: every read ran, the script ran out.
+    assert (task["state"], task["code"]) == ("PARTIAL", "GUARD_LOOP_DETECTED"), task["reason"]
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE", "EXECUTE", "BLOCK"]
+
+
 def test_without_the_novelty_profile_fresh_data_is_not_progress(live):
     """Why adapters without a verifier name the novelty profile: the default is strict."""
     with Client(live.api, live.strict_token) as strict:

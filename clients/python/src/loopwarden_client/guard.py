@@ -25,7 +25,6 @@ revision (its own code confirmed it; an exception leaves it UNKNOWN).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -35,6 +34,7 @@ from ._core import REQUESTS
 from ._flows import Flow, adrive
 from .client import AsyncTaskSession, TaskSession
 from .errors import TaskStopped
+from .novelty import result_hash
 from .types import COMPLETED, JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
 
 Evidence = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any] | None]
@@ -119,9 +119,10 @@ def _fallback(value: Any) -> Any:
 
 
 def data_hash(data: Any) -> str:
-    """sha256 of the canonical JSON of a result, for the `novelty` progress mode."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The `novelty` hash of a result, without the built-in volatile keys (`fetched_at`,
+    `request_id`, `etag`, ...) as the server takes it. Sent beside the data, which the server
+    hashes itself with the tool policy's rules (see `loopwarden_client.novelty`)."""
+    return result_hash(data)
 
 
 def stop_text(report: Mapping[str, Any]) -> str:

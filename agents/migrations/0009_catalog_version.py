@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0007_similarity_provider_and_labels'),
+        ('agents', '0008_tool_policy_result_fields'),
     ]
 
     operations = [

@@ -1,0 +1,44 @@
+"""Tool policy changes made from the console (the Django admin edits the rest)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from agents.errors import BadInput
+from agents.models import Event, ToolPolicy
+from agents.services.operator import actor_name
+
+
+def tool_policy_ignore_result_fields(
+    *, tool: str, keys: list[str], user, reason: str = ""
+) -> ToolPolicy:
+    """Add `keys` to the tool's `ignore_result_fields` (the advisor's proposal, applied).
+
+    Locks the tool policy row (creating it with the defaults when the tool has none), so two
+    admins applying at once both land, in order, in the audit log; the audit event is written in
+    the same transaction. Keys already ignored are kept once; nothing new, nothing logged. The
+    next result of the tool is hashed without them; results already judged stay as judged.
+    """
+    wanted = [k for k in dict.fromkeys(keys) if isinstance(k, str) and k.strip()]
+    if not tool or not wanted:
+        raise BadInput(
+            "Name the tool and at least one result field.",
+            code="BAD_RESULT_FIELDS",
+            fields={"keys": "At least one field path."},
+        )
+    with transaction.atomic():
+        policy, _created = ToolPolicy.objects.get_or_create(tool=tool)
+        policy = ToolPolicy.objects.select_for_update().get(pk=policy.pk)
+        before = list(policy.ignore_result_fields or [])
+        after = before + [k for k in wanted if k not in before]
+        if after == before:
+            return policy
+        policy.ignore_result_fields = after
+        policy.save(update_fields=["ignore_result_fields", "updated_at"])
+        Event.objects.create(
+            kind="tool_policy_changed", actor=actor_name(user), actor_user=user,
+            reason=reason or f"ignore_result_fields for {tool}",
+            detail={"tool": tool, "field": "ignore_result_fields",
+                    "before": before, "after": after},
+        )  # fmt: skip
+    return policy
