@@ -239,7 +239,19 @@ class Command(BaseCommand):
             return
         opts["one_by_one_shown"] = True
         out("")
-        out("latency one request at a time (one client, no queueing), interleaved:")
+        self.trace_length_table(
+            opts, "latency one request at a time (one client, no queueing), interleaved:",
+            short, long, one_by_one,
+        )  # fmt: skip
+
+    def trace_length_table(
+        self, opts: dict[str, Any], title: str, short: Samples, long: Samples,
+        one_by_one: list[float] | None,
+    ) -> None:
+        """Decisions at 10 and at `trace_length` prior calls, their ratio per kind, and (when
+        given) the baseline beside them."""
+        out = self.stdout.write
+        out(title)
         head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
         out(head)
         out("-" * len(head))
@@ -247,9 +259,11 @@ class Command(BaseCommand):
         long_all = latencies(long)
         out(row("decisions, 10 prior calls", short_all))
         out(row(f"decisions, {opts['trace_length']} prior calls", long_all))
-        out(row("baseline: 1-row UPDATE", one_by_one))
+        if one_by_one is not None:
+            out(row("baseline: 1-row UPDATE", one_by_one))
         out(ratio_row(f"{opts['trace_length']} / 10 prior calls", long_all, short_all))
-        out(ratio_row("decisions (10) / baseline", short_all, one_by_one))
+        if one_by_one is not None:
+            out(ratio_row("decisions (10) / baseline", short_all, one_by_one))
         for name in ("gate", "usage", "tool", "result"):
             ratio = percentile(long[name], 50) / percentile(short[name], 50)
             out(f"  {name:<28}p50 {percentile(short[name], 50):6.2f} -> "
@@ -258,22 +272,9 @@ class Command(BaseCommand):
     def report_novelty(
         self, opts: dict[str, Any], short: Samples, long: Samples, one_by_one: list[float]
     ) -> None:
-        out = self.stdout.write
-        out("")
-        out("novelty progress mode (no evidence; new data is progress), one request at a time:")
-        head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
-        out(head)
-        out("-" * len(head))
-        short_all = latencies(short)
-        long_all = latencies(long)
-        out(row("decisions, 10 prior calls", short_all))
-        out(row(f"decisions, {opts['trace_length']} prior calls", long_all))
-        out(ratio_row(f"{opts['trace_length']} / 10 prior calls", long_all, short_all))
-        for name in ("gate", "usage", "tool", "result"):
-            ratio = percentile(long[name], 50) / percentile(short[name], 50)
-            out(f"  {name:<28}p50 {percentile(short[name], 50):6.2f} -> "
-                f"{percentile(long[name], 50):6.2f} ms  (x{ratio:.2f})")  # fmt: skip
-
+        title = "novelty progress mode (no evidence; new data is progress), one request at a time:"
+        self.stdout.write("")
+        self.trace_length_table(opts, title, short, long, None)
 
     def report_pairs(self, kept: list[float], fresh: list[float]) -> None:
         out = self.stdout.write
