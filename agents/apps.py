@@ -37,3 +37,6 @@ class AgentsConfig(AppConfig):
         # Starts the clock of the decision latency histogram at every request's arrival.
         request_started.connect(metrics.request_arrived, dispatch_uid="loopwarden.metrics")
         request_finished.connect(metrics.request_done, dispatch_uid="loopwarden.metrics")
+        # Connects the enqueue of a stop's notification (`stops.notification_due`): every
+        # process that can stop a task, not only the Celery worker, needs the receiver.
+        from agents import jobs  # noqa: F401

@@ -14,7 +14,7 @@ from agents import loop_eval
 from agents.guard import core
 from agents.models import Agent, Event, ModelCall, Task, ToolCall, ToolPolicy
 from agents.redaction import DEFAULT, RedactionPolicy
-from agents.services.snapshot import to_state
+from agents.taskrow import to_state
 from ledger.models import Operation
 
 

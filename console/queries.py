@@ -12,10 +12,9 @@ from django.utils import timezone
 from agents.guard import types as g
 from agents.models import Agent, AgentDay, ApiToken, Event, Task
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
-from agents.services.snapshot import operations_touched
 from console.words import CODE_WORDS, STATE_WORDS
-from ledger.models import Operation
-from ledger.selectors import operations_waiting_verdict
+from ledger.models import Operation, Reconciliation
+from ledger.selectors import operations_touched, operations_waiting_verdict
 
 # Event kinds that change limits: the "who changed what" lists.
 LIMIT_EVENTS = ("limits_changed", "profile_created", "profile_changed", "profile_deleted")
@@ -117,8 +116,6 @@ def reconcile_queue() -> list[Operation]:
 
 
 def recent_reconciliations(limit: int = 10):
-    from ledger.models import Reconciliation
-
     return list(
         Reconciliation.objects.select_related("operation__task")
         .exclude(verdict=g.UNKNOWN)

@@ -22,12 +22,13 @@ from agents.guard import types as g
 from agents.guard.report import resume_condition
 from agents.models import Agent, Task
 from agents.services import operator
-from agents.services.snapshot import to_state
+from agents.taskrow import to_state
 from console import access, budgets, queries
 from console.access import INVALID, console_view
 from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm, money_text
 from console.timeline import timeline
 from console.words import GRANTS, state_words
+from ledger.selectors import is_unresolved
 
 DASHBOARD_PAGE_SIZE = 50
 
@@ -82,7 +83,7 @@ def next_step(task: Task, operations) -> str:
 def task_context(request, task: Task, **forms) -> dict:
     """Everything the task page shows. Forms passed in (with errors) replace the blank ones."""
     operations = queries.task_operations(task)
-    unresolved = [op for op in operations if op.state in (g.UNKNOWN, g.IN_FLIGHT)]
+    unresolved = [op for op in operations if is_unresolved(op)]
     history, history_total = queries.task_history(task)
     bars = budgets.bars(task)
     try:

@@ -1,4 +1,14 @@
-"""Reads of the ledger that more than one place needs: one definition each."""
+"""Reads of the ledger: every question asked about operations, one definition each.
+
+Two filters that look alike and are not the same question:
+
+- unresolved (`UNRESOLVED_STATES`): nobody knows yet how the write ended, UNKNOWN or IN_FLIGHT
+  whatever its lease. A task that touched one may not resume; notifications and the task page
+  list them.
+- waiting for a verdict (`operations_waiting_verdict`, `waits_for_verdict`): what the
+  reconcile service accepts, UNKNOWN and IN_FLIGHT whose lease ran out (the lease sweep turns
+  the second kind into UNKNOWN at its next run). The reconcile queue and the metrics count them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +18,47 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from agents.guard import types as g
+from agents.models import Task
 from ledger.models import Operation
+
+UNRESOLVED_STATES = (g.UNKNOWN, g.IN_FLIGHT)
+
+
+def is_unresolved(operation: Operation) -> bool:
+    return operation.state in UNRESOLVED_STATES
+
+
+def operations_touched(task: Task) -> QuerySet[Operation]:
+    """Ledger rows any call of this task claimed or ran into (also another task's claim)."""
+    return Operation.objects.filter(
+        id__in=task.tool_call_rows.exclude(operation=None).values("operation_id")
+    )
+
+
+def unresolved_operations(task: Task) -> QuerySet[Operation]:
+    """The rows this task touched that nobody has settled: reconcile them before a resume."""
+    return operations_touched(task).filter(state__in=UNRESOLVED_STATES)
+
+
+def operations_of(task: Task) -> list[dict[str, str]]:
+    """The task's ledger rows as the stop report lists them, oldest claim first."""
+    return [
+        {"key": key, "state": state}
+        for key, state in operations_touched(task)
+        .order_by("claimed_at", "id")
+        .values_list("operation_key", "state")
+    ]
+
+
+def lease_over(operation: Operation, now: datetime) -> bool:
+    return operation.lease_expires_at is None or operation.lease_expires_at <= now
+
+
+def waits_for_verdict(operation: Operation, now: datetime) -> bool:
+    """The row form of `operations_waiting_verdict`: may a verdict be recorded on it now?"""
+    return operation.state == g.UNKNOWN or (
+        operation.state == g.IN_FLIGHT and lease_over(operation, now)
+    )
 
 
 def operations_waiting_verdict(*, now: datetime | None = None) -> QuerySet[Operation]:

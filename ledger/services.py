@@ -1,7 +1,17 @@
-"""Reconciling UNKNOWN operations: an operator's or a reconciler's verdict, append-only."""
+"""The operation's whole life in the ledger: claim, settle, lease expiry and reconcile.
+
+The task-level decisions stay in `agents.services` (the runner, the sweeps): they lock the task
+row, ask the guard core, and call these for the operation row. Every function here that takes
+a `task` runs under that task's row lock; see `agents.taskrow` for the lock order (task, then
+operation). `operation_reconcile` starts from an operation, so it takes both locks itself.
+
+This app does not import `agents.services` (an import-linter contract checks it): what it
+needs of the task row is `agents.taskrow`.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -9,12 +19,125 @@ from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import types as g
-from agents.models import Event
-from agents.services.common import lock_task
-from agents.services.snapshot import apply_state, release_execution, to_state
+from agents.models import Agent, Event, Task, ToolCall
+from agents.taskrow import apply_state, lock_task, release_execution, to_state
 from ledger.models import Operation, Reconciliation
+from ledger.selectors import lease_over, waits_for_verdict
 
 VERDICTS = (g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN)
+
+
+def operation_lock(namespace: str, operation_key: str) -> Operation | None:
+    """The key's row, locked for the rest of the transaction (None when the key is new).
+    Taken after the task row lock."""
+    return (
+        Operation.objects.select_for_update()
+        .filter(namespace=namespace, operation_key=operation_key)
+        .first()
+    )
+
+
+def operation_view(operation: Operation, now: datetime) -> g.OperationView:
+    """The guard core's view of a locked row."""
+    return g.OperationView(
+        state=operation.state,
+        fingerprint=operation.fingerprint,
+        lease_live=operation.state == g.IN_FLIGHT
+        and operation.lease_expires_at is not None
+        and operation.lease_expires_at > now,
+        result=operation.result,
+    )
+
+
+def operation_claim(
+    operation: Operation | None,
+    *,
+    agent: Agent,
+    task: Task,
+    request: g.ToolRequest,
+    fingerprint: str,
+    lease: datetime,
+    now: datetime,
+) -> Operation:
+    """Mark the key IN_FLIGHT for a call of `task` (insert on first use, else update the
+    locked row). Two transactions inserting one new key at once: the unique constraint lets one
+    win, the other gets an IntegrityError (the runner decides again)."""
+    if operation is None:
+        return Operation.objects.create(
+            namespace=agent.namespace,
+            operation_key=request.operation_key,
+            tool=request.tool,
+            fingerprint=fingerprint,
+            args=request.args,
+            state=g.IN_FLIGHT,
+            task=task,
+            lease_expires_at=lease,
+            claimed_at=now,
+        )
+    operation.state = g.IN_FLIGHT
+    operation.task = task
+    operation.lease_expires_at = lease
+    operation.claimed_at = now
+    operation.attempts += 1
+    operation.reconcile_checks = 0  # a new claim is a new episode for the reconciler
+    operation.save()
+    return operation
+
+
+def operation_claimed_by(operation: Operation, call: ToolCall) -> None:
+    """Point the claim at its call, once the call row exists: only its result settles it."""
+    Operation.objects.filter(pk=operation.pk).update(tool_call=call)
+
+
+def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str) -> bool:
+    """An IN_FLIGHT claim whose lease ran out becomes UNKNOWN: nobody knows whether the write
+    happened. Writes the one `lease_expired` event. True when the row changed now.
+
+    `operation` is locked (after `task`, the task whose lock the caller holds: the claiming
+    task for the lease sweep, the asking task for a tool request that ran into the claim).
+    Whether the claiming execution leaves its task's pending set is the caller's: only that
+    task's lock allows it (`agents.taskrow.release_execution`).
+    """
+    if operation.state != g.IN_FLIGHT or not lease_over(operation, now):
+        return False
+    lease = operation.lease_expires_at
+    operation.state = g.UNKNOWN
+    operation.reconcile_checks = 0  # a new UNKNOWN episode for the reconciler
+    operation.save(update_fields=["state", "reconcile_checks", "updated_at"])
+    Event.objects.create(
+        task=task, agent_id=task.agent_id, operation=operation, kind="lease_expired",
+        phase=task.phase, actor=actor, code="GUARD_LEDGER",
+        detail={"operation_key": operation.operation_key, "tool": operation.tool,
+                "lease_expires_at": lease and lease.isoformat()},
+    )  # fmt: skip
+    return True
+
+
+def operation_settle(task: Task, call: ToolCall, outcome: g.Outcome, now: datetime) -> None:
+    """A write's result settles its claim (locks the operation row, after the task's).
+
+    Only the claiming call settles, and only an open claim (IN_FLIGHT or UNKNOWN); a late
+    result is kept as an event, unless it is the claimer's and proves the commit (a reconciled
+    row is then corrected to COMMITTED).
+    """
+    operation = Operation.objects.select_for_update().get(pk=call.operation_id)
+    ours = operation.tool_call_id == call.pk
+    proves_commit = outcome.operation_state == g.OP_COMMITTED
+    if not ours or operation.state not in (g.IN_FLIGHT, g.UNKNOWN):
+        if not (ours and proves_commit):
+            Event.objects.create(
+                task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
+                phase=task.phase, actor="system:guard",
+                detail={"operation_key": operation.operation_key,
+                        "ledger_state": operation.state, "reported": outcome.operation_state},
+            )  # fmt: skip
+            return
+    operation.state = outcome.operation_state
+    operation.lease_expires_at = None
+    if proves_commit:
+        operation.result = outcome.operation_result
+        operation.committed_at = now
+    operation.save()
 
 
 def operation_reconcile(
@@ -30,9 +153,9 @@ def operation_reconcile(
 ) -> Operation:
     """Record a verdict on an UNKNOWN operation (or an IN_FLIGHT one whose lease expired).
 
-    Locks the claiming task's row, then the operation row: the lock order of every service
-    (task, then operation). COMMITTED stores the result (later requests get REUSE);
-    NOT_COMMITTED lets the key execute again; UNKNOWN records the note and changes nothing.
+    Locks the claiming task's row, then the operation row (the lock order, `agents.taskrow`).
+    COMMITTED stores the result (later requests get REUSE); NOT_COMMITTED lets the key
+    execute again; UNKNOWN records the note and changes nothing.
     """
     if verdict not in VERDICTS:
         raise BadInput(
@@ -45,16 +168,13 @@ def operation_reconcile(
     now = timezone.now()
     with transaction.atomic():
         try:
-            # The task first. The audit event below references the task, and on PostgreSQL
-            # that insert waits for the task row lock; holding the operation meanwhile
-            # deadlocked with a tool request that holds the task and waits for the operation.
+            # The task first, then the operation: the lock order (agents.taskrow).
             task_id = Operation.objects.values_list("task_id", flat=True).get(pk=operation_id)
             task = lock_task(task_id)
             operation = Operation.objects.select_for_update().get(pk=operation_id)
         except (Operation.DoesNotExist, ValueError):
             raise NotFound("No such operation.", code="OPERATION_NOT_FOUND") from None
-        lease_over = operation.lease_expires_at is None or operation.lease_expires_at <= now
-        if not (operation.state == g.UNKNOWN or (operation.state == g.IN_FLIGHT and lease_over)):
+        if not waits_for_verdict(operation, now):
             raise Conflict(
                 f"Operation {operation.operation_key} is {operation.state}; only UNKNOWN "
                 "operations are reconciled.",

@@ -19,7 +19,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
 
 app = Celery("loopwarden")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# Each app's Celery jobs are in its `jobs` module (`tasks` would say domain tasks here).
+app.autodiscover_tasks(related_name="jobs")
 
 # The longest wait between two tries of a job that asks the outside world: the exponential
 # backoff grows up to this and no further.
@@ -27,15 +28,22 @@ RETRY_BACKOFF_MAX_SECONDS = 600
 
 
 def retried_job(
-    *, base: type[Task], retry_on: type[Exception], backoff_seconds: int, max_retries: int
+    *,
+    name: str,
+    base: type[Task],
+    retry_on: type[Exception],
+    backoff_seconds: int,
+    max_retries: int,
 ):
     """The decorator of a job that asks the outside world (a webhook, a reconciler).
 
     `retry_on` is retried with exponential backoff from `backoff_seconds`, capped at
     RETRY_BACKOFF_MAX_SECONDS, at most `max_retries` times; then `base.on_failure` records the
     give-up. The job is bound (it may read `self.request.retries`) and keeps no result.
+    `name` is the registered name, stable across module renames.
     """
     return shared_task(
+        name=name,
         bind=True,
         base=base,
         ignore_result=True,

@@ -5,9 +5,10 @@ Why not Django's cache: the default cache is per process (LocMem), so an admin's
 through one worker would stay unseen by the others until a timeout; pointing every install at
 Redis for this would make the embedded default need it. Instead one `CatalogVersion` number is
 bumped in the transaction that changes a price or a policy (post_save / post_delete signals),
-and `lock_task` reads it in the same statement that locks the task row. A process whose copy
-is older reloads both tables (two statements, once per change), so every worker sees a change
-at its next decision, and a decision costs no statement for prices or policies.
+and `agents.taskrow.lock_task` reads it in the same statement that locks the task row. A
+process whose copy is older reloads both tables (two statements, once per change), so every
+worker sees a change at its next decision, and a decision costs no statement for prices or
+policies.
 
 Order matters for correctness: the version is read (with the lock) before the tables are
 loaded, so a copy is never older than the number it is filed under; a newer copy only means
@@ -26,7 +27,6 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 
-from django.db.models import Subquery
 from django.db.models.signals import post_delete, post_save
 
 from agents.models import CatalogVersion, ModelPrice, ToolPolicy
@@ -42,11 +42,6 @@ class Catalog:
 _UNLOADED = object()
 _current: Catalog | object = _UNLOADED
 _loading = threading.Lock()
-
-
-def version_subquery() -> Subquery:
-    """The catalog's version, for an annotation on the task-lock statement."""
-    return Subquery(CatalogVersion.objects.filter(pk=1).values("number")[:1])
 
 
 def catalog_at(version: int | None) -> Catalog:

@@ -1,73 +1,20 @@
-"""Pieces every service shares: locking a task, numbering trace rows, prices, agent days."""
+"""Pieces every service shares: numbering trace rows, prices, agent days.
+
+Locking the task row and moving it to and from the guard core's state is `agents.taskrow`.
+"""
 
 from __future__ import annotations
 
-import copy
-import uuid
 from datetime import date
 from decimal import Decimal
 
-from django.core.exceptions import ValidationError
 from django.db import connection
 
-from agents.errors import NotFound
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, AgentDay, Task
 from agents.services import catalog
 from agents.services.catalog import Catalog
-
-
-def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
-    """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
-
-    Every decision on a task runs under this lock, so gates, results, stops and resumes of one
-    task are serialized whichever web worker handles them. NO KEY: the lock still excludes
-    every other locker, but lets other transactions insert rows that reference the task
-    (events, trace rows) without waiting for it. An agent only sees its own tasks: another
-    agent's task is answered like a missing one.
-
-    One statement: the same SELECT reads the agent's flags (paused, daily cap; the agent row
-    is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
-    flags are as of the statement's start, like any read that races an operator's pause: a
-    request that starts after the pause committed sees it.
-    """
-    query = (
-        Task.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("agent")
-        .annotate(catalog_version=catalog.version_subquery())
-    )
-    if agent is not None:
-        query = query.filter(agent=agent)
-    try:
-        task = query.get(pk=task_id)
-    except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
-        raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
-    # What the row held when locked, so saving it writes only the columns that changed.
-    task._as_locked = {
-        name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS
-    }  # type: ignore[attr-defined]
-    return task
-
-
-_SAVED_FIELDS = tuple(
-    f.attname for f in Task._meta.concrete_fields if not f.primary_key and f.name != "updated_at"
-)
-
-
-def save_task(task: Task) -> None:
-    """Write the columns a decision changed (all of them for a row `lock_task` did not load):
-    an UPDATE of the whole row would rewrite the goal text and the window on every call."""
-    locked = getattr(task, "_as_locked", None)
-    if locked is None:
-        task.save()
-        return
-    changed = [name for name in _SAVED_FIELDS if getattr(task, name) != locked[name]]
-    if changed:
-        task.save(update_fields=[*changed, "updated_at"])
-        task._as_locked.update(  # type: ignore[attr-defined]
-            {name: copy.deepcopy(getattr(task, name)) for name in changed}
-        )
 
 
 def catalog_of(task: Task) -> Catalog:
@@ -107,9 +54,7 @@ def model_estimate(
 
 def agent_view(agent: Agent, spent_today: Decimal = Decimal(0)) -> g.AgentView:
     """The core's view of the agent: pass the `task.agent` that `lock_task` joined."""
-    return g.AgentView(
-        paused=agent.paused, daily_cap=agent.daily_cost_cap, spent_today=spent_today
-    )
+    return g.AgentView(paused=agent.paused, daily_cap=agent.daily_cost_cap, spent_today=spent_today)
 
 
 _MONEY = AgentDay._meta.get_field("spent")

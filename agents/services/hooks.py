@@ -1,5 +1,5 @@
-"""Side effects after a decision: metrics, structured decision logs and, on commit,
-notifications.
+"""Side effects after a decision: metrics and structured decision logs (the notification a
+stop sends is `agents.services.stops`).
 
 Kept out of the rules: nothing here decides anything.
 """
@@ -13,7 +13,6 @@ from agents import metrics
 from agents.guard import types as g
 
 log = logging.getLogger("loopwarden.decisions")
-jobs_log = logging.getLogger("loopwarden.jobs")
 
 # Every decision line carries these keys (null when they do not apply), so the lines can be
 # loaded into a table without guessing at columns.
@@ -75,44 +74,3 @@ def decision_logged(
         log.info(json.dumps({**line, "event": "guard_trigger", "trigger_of": event,
                              "reason": trigger, "code": g.REASON_CODES.get(trigger)},
                             default=str))  # fmt: skip
-
-
-def notification_kind(task) -> str | None:
-    """Which stops an operator hears about: NEEDS_HUMAN, and a task the spend cap stopped.
-
-    The spend cap does not pause the agent: the cap is per UTC day, so every further gate of
-    that agent today stops its task anyway, and tomorrow it runs again without a human
-    unpausing it. The operator is told so the cap can be raised if the work matters.
-    """
-    if task.state == g.NEEDS_HUMAN:
-        return "needs_human"
-    if task.reason == "spend_cap":
-        return "spend_cap"
-    return None
-
-
-def task_stopped(task) -> None:
-    """Called inside the stopping transaction. Notifications are enqueued on commit.
-
-    The enqueue is `robust`: a broker that is down is logged, never turned into an error of
-    the request that stopped the task (that request has committed by then).
-    """
-    from django.db import transaction
-
-    kind = notification_kind(task)
-    if kind is None:
-        return
-    task_id, phase = str(task.pk), task.phase
-
-    def enqueue() -> None:
-        try:
-            from agents.tasks import notify_needs_human
-
-            notify_needs_human.delay(task_id, phase, kind)
-        except Exception as exc:  # the broker is down or misconfigured
-            jobs_log.error(json.dumps({
-                "event": "notify_enqueue_failed", "task": task_id, "phase": phase,
-                "kind": kind, "error": f"{type(exc).__name__}: {exc}",
-            }))  # fmt: skip
-
-    transaction.on_commit(enqueue, robust=True)

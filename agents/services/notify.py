@@ -22,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from agents.models import Notification, Task
-from agents.services.snapshot import operations_touched
+from ledger.selectors import unresolved_operations
 
 log = logging.getLogger("loopwarden.jobs")
 
@@ -53,7 +53,7 @@ def notification_payload(task: Task, phase: int, kind: str) -> dict[str, Any]:
     """The webhook's JSON body (also the source of the email text)."""
     open_operations = [
         {"key": op.operation_key, "tool": op.tool, "state": op.state}
-        for op in operations_touched(task).filter(state__in=["UNKNOWN", "IN_FLIGHT"])
+        for op in unresolved_operations(task)
     ]
     return {
         "event": f"task.{kind}",

@@ -18,15 +18,9 @@ from agents.errors import BadInput, Conflict, Forbidden, NotFound
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Agent, Event, Phase, Task
-from agents.services import hooks
-from agents.services.common import lock_task
-from agents.services.snapshot import (
-    apply_state,
-    close_phase_and_report,
-    operations_touched,
-    to_state,
-)
-from ledger.models import Operation
+from agents.services import hooks, stops
+from agents.taskrow import apply_state, lock_task, to_state
+from ledger.selectors import unresolved_operations
 
 GRANT_KEYS = ("model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens",
               "cost", "seconds")  # fmt: skip
@@ -69,8 +63,7 @@ def task_stop(
             detail={"request_id": request_id, "applied": outcome.stopped_now},
         )  # fmt: skip
         if outcome.stopped_now:
-            close_phase_and_report(task, state, now, actor=who, actor_user=user, note=reason)
-            task.save()
+            stops.record_stop(task, state, now, actor=who, actor_user=user, note=reason)
     hooks.decision_logged(task, "stop", outcome)
     return task
 
@@ -168,11 +161,7 @@ def task_resume(
     now = timezone.now()
     with transaction.atomic():
         task = lock_task(task_id)
-        open_ops = list(
-            operations_touched(task)
-            .filter(state__in=[g.UNKNOWN, g.IN_FLIGHT])
-            .values_list("operation_key", flat=True)
-        )
+        open_ops = list(unresolved_operations(task).values_list("operation_key", flat=True))
         if open_ops:
             raise Conflict(
                 "Reconcile these operations before resuming: " + ", ".join(open_ops),
@@ -262,7 +251,3 @@ def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
             actor=actor_name(user), actor_user=user, reason=reason,
         )  # fmt: skip
     return agent
-
-
-def unresolved_operations(task: Task) -> list[Operation]:
-    return list(operations_touched(task).filter(state__in=[g.UNKNOWN, g.IN_FLIGHT]))

@@ -20,24 +20,17 @@ from agents.guard import core
 from agents.guard import novelty as novelty_rules
 from agents.guard import types as g
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.services import catalog, embeddings, hooks
+from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
     catalog_of,
     cost_of,
-    lock_task,
     model_estimate,
     move_day_money,
     next_seq,
-    save_task,
 )
-from agents.services.snapshot import (
-    apply_state,
-    close_phase_and_report,
-    release_execution,
-    to_state,
-)
-from ledger.models import Operation
+from agents.taskrow import apply_state, lock_task, release_execution, save_task, to_state
+from ledger import services as ledger
 
 # How much of a plan or reflection the task row keeps for the repeated-output similarity rule.
 PLAN_CHARS = 2000
@@ -45,10 +38,10 @@ PLAN_CHARS = 2000
 
 def _finish_decision(task: Task, state: g.TaskState, outcome: g.Outcome, now, actor: str) -> None:
     if outcome.stopped_now:
-        close_phase_and_report(task, state, now, actor=actor)
+        stops.record_stop(task, state, now, actor=actor)
     else:
         apply_state(task, state)
-    save_task(task)
+        save_task(task)
 
 
 def model_call_gate(
@@ -267,22 +260,9 @@ def _tool_call_request_once(
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
             operation = None
             if effect == g.WRITE and operation_key and not task.terminal:
-                operation = (
-                    Operation.objects.select_for_update()
-                    .filter(namespace=agent.namespace, operation_key=operation_key)
-                    .first()
-                )
+                operation = ledger.operation_lock(agent.namespace, operation_key)
             state = to_state(task)
-            view = None
-            if operation is not None:
-                view = g.OperationView(
-                    state=operation.state,
-                    fingerprint=operation.fingerprint,
-                    lease_live=operation.state == g.IN_FLIGHT
-                    and operation.lease_expires_at is not None
-                    and operation.lease_expires_at > now,
-                    result=operation.result,
-                )
+            view = None if operation is None else ledger.operation_view(operation, now)
             outcome = core.request_tool(state, request, view, agent_view(task.agent), now)
             _, args_text = request.identity if outcome.fingerprint else ("", "")
             call = ToolCall(
@@ -303,28 +283,22 @@ def _tool_call_request_once(
                 operation=operation,
             )
             if outcome.operation_state == g.UNKNOWN and operation is not None:
-                operation.state = g.UNKNOWN
-                operation.save(update_fields=["state", "updated_at"])
+                ledger.lease_expire(operation, task=task, now=now, actor="system:guard")
                 if operation.task_id == task.pk:
                     # Our own execution's claim expired: it is no longer pending. Another
                     # task's is released by the lease sweep or the reconcile, under its lock.
                     release_execution(task, state, operation.tool_call, now)
-                Event.objects.create(
-                    task=task, agent=agent, operation=operation, kind="lease_expired",
-                    phase=task.phase, actor="system:guard", code="GUARD_LEDGER",
-                    detail={"operation_key": operation.operation_key},
-                )  # fmt: skip
             if outcome.claim:
                 lease = now + timedelta(seconds=state.limits.lease_seconds)
                 call.lease_expires_at = lease
-                operation = _claim(
-                    operation, agent=agent, task=task, request=request, call=call,
+                operation = ledger.operation_claim(
+                    operation, agent=agent, task=task, request=request,
                     fingerprint=outcome.fingerprint or "", lease=lease, now=now,
                 )  # fmt: skip
                 call.operation = operation
             call.save()
             if operation is not None and outcome.claim:
-                Operation.objects.filter(pk=operation.pk).update(tool_call=call)
+                ledger.operation_claimed_by(operation, call)
             if outcome.trigger:
                 Event.objects.create(
                     task=task, agent=agent, kind="guard_trigger", phase=task.phase,
@@ -340,30 +314,6 @@ def _tool_call_request_once(
         raise
     hooks.decision_logged(task, "tool_call", outcome, tool_call=call)
     return task, call, outcome
-
-
-def _claim(operation, *, agent, task, request, call, fingerprint, lease, now) -> Operation:
-    """Mark the key IN_FLIGHT for this call (insert on first use, else update the locked row)."""
-    if operation is None:
-        return Operation.objects.create(
-            namespace=agent.namespace,
-            operation_key=request.operation_key,
-            tool=request.tool,
-            fingerprint=fingerprint,
-            args=request.args,
-            state=g.IN_FLIGHT,
-            task=task,
-            lease_expires_at=lease,
-            claimed_at=now,
-        )
-    operation.state = g.IN_FLIGHT
-    operation.task = task
-    operation.lease_expires_at = lease
-    operation.claimed_at = now
-    operation.attempts += 1
-    operation.reconcile_checks = 0  # a new claim is a new episode for the reconciler
-    operation.save()
-    return operation
 
 
 def tool_call_result(
@@ -413,7 +363,7 @@ def tool_call_result(
         if novelty and not seen_before and novelty in state.seen_hashes:
             SeenHash.objects.bulk_create([SeenHash(task=task, hash=novelty)], ignore_conflicts=True)
         if call.effect == g.WRITE and call.operation_id and outcome.operation_state:
-            _settle_operation(task, call, outcome, now)
+            ledger.operation_settle(task, call, outcome, now)
         call.result_kind = result.kind[:32]
         call.result_code = (result.code or "")[:100]
         call.result_data = result.data
@@ -458,27 +408,6 @@ def _record_result_keys(task: Task, call: ToolCall, result: g.ToolResult, *, nov
     before = earlier.filter(fingerprint=call.fingerprint).values_list("result_keys", flat=True)
     previous = before.first() or earlier.values_list("result_keys", flat=True).first()
     call.novel_keys = novelty_rules.changed_keys(previous, call.result_keys)
-
-
-def _settle_operation(task: Task, call: ToolCall, outcome: g.Outcome, now) -> None:
-    operation = Operation.objects.select_for_update().get(pk=call.operation_id)
-    ours = operation.tool_call_id == call.pk
-    proves_commit = outcome.operation_state == g.OP_COMMITTED
-    if not ours or operation.state not in (g.IN_FLIGHT, g.UNKNOWN):
-        if not (ours and proves_commit):
-            Event.objects.create(
-                task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
-                phase=task.phase, actor="system:guard",
-                detail={"operation_key": operation.operation_key,
-                        "ledger_state": operation.state, "reported": outcome.operation_state},
-            )  # fmt: skip
-            return
-    operation.state = outcome.operation_state
-    operation.lease_expires_at = None
-    if proves_commit:
-        operation.result = outcome.operation_result
-        operation.committed_at = now
-    operation.save()
 
 
 def task_finish(

@@ -1,7 +1,7 @@
 """Sweeps: what happens to work an agent abandoned. Beat runs them; so may anyone, any time.
 
 Each sweep selects candidate ids without locks, then handles one row per transaction: take the
-task row lock first (the lock order everywhere: task, then operation), re-check the condition
+task row lock first (the lock order, `agents.taskrow`), re-check the condition
 under the lock and claim the row with a conditional update. A row another transaction already
 handled fails the re-check and is skipped, so running a sweep twice equals running it once and
 two sweeps racing each other change each row once.
@@ -22,14 +22,10 @@ from agents.errors import NotFound
 from agents.guard import core
 from agents.guard import types as g
 from agents.models import Event, ModelCall, Task
-from agents.services import hooks
-from agents.services.common import lock_task, move_day_money
-from agents.services.snapshot import (
-    apply_state,
-    close_phase_and_report,
-    release_execution,
-    to_state,
-)
+from agents.services import hooks, stops
+from agents.services.common import move_day_money
+from agents.taskrow import apply_state, lock_task, release_execution, save_task, to_state
+from ledger import services as ledger
 from ledger.models import Operation
 
 BATCH = 500  # rows per sweep run; the next run takes the rest
@@ -77,33 +73,27 @@ def sweep_leases(*, now: datetime | None = None, batch: int = BATCH) -> SweepRes
             task = _lock_or_none(task_id)
             if task is None:
                 continue
-            mine = Operation.objects.filter(pk=operation_id, task_id=task.pk).filter(over)
-            claimed = mine.filter(state=g.IN_FLIGHT).update(
-                state=g.UNKNOWN, reconcile_checks=0, updated_at=now
-            )
+            operation = (
+                Operation.objects.select_for_update().filter(pk=operation_id, task_id=task.pk)
+            ).first()  # still this task's claim (after the task: the lock order)
+            if operation is None:
+                continue
+            claimed = ledger.lease_expire(operation, task=task, now=now, actor="system:lease_sweep")
             if not claimed and not (
-                task.state == g.RUNNING and mine.filter(orphaned).exists()
+                task.state == g.RUNNING
+                and Operation.objects.filter(pk=operation_id).filter(over & orphaned).exists()
             ):  # settled, reclaimed or already handled since it was selected
                 continue
-            operation = Operation.objects.get(pk=operation_id)
-            if claimed:
-                Event.objects.create(
-                    task=task, agent_id=task.agent_id, operation=operation, kind="lease_expired",
-                    phase=task.phase, actor="system:lease_sweep", code="GUARD_LEDGER",
-                    detail={"operation_key": operation.operation_key, "tool": operation.tool,
-                            "lease_expires_at": operation.lease_expires_at.isoformat()},
-                )  # fmt: skip
             state = to_state(task)
             # The expired claim's execution is no longer in flight (DESIGN.md section 6).
             released = release_execution(task, state, operation.tool_call, now)
             outcome = core.lease_expired(state, now)
             if outcome.stopped_now:
-                close_phase_and_report(task, state, now, actor="system:lease_sweep")
-                task.save()
+                stops.record_stop(task, state, now, actor="system:lease_sweep")
                 result.stopped.append(str(task.pk))
             elif released:
                 apply_state(task, state)
-                task.save()
+                save_task(task)
         if claimed:
             result.claimed.append(operation_id)
         hooks.decision_logged(task, "lease_sweep", outcome, operation=operation)
@@ -132,8 +122,7 @@ def sweep_deadlines(*, now: datetime | None = None, batch: int = BATCH) -> Sweep
             outcome = core.expire_deadline(state, now)
             if not outcome.stopped_now:
                 continue
-            close_phase_and_report(task, state, now, actor="system:deadline_sweep")
-            task.save()
+            stops.record_stop(task, state, now, actor="system:deadline_sweep")
         result.claimed.append(task_id)
         result.stopped.append(str(task_id))
         hooks.decision_logged(task, "deadline_sweep", outcome)

@@ -113,7 +113,7 @@ def test_the_sweep_starts_a_new_reconcile_episode(make_task, start_write, past_l
 def test_the_stop_enqueues_one_notification_after_commit(make_task, start_write, past_lease):
     task = make_task()
     start_write(task)
-    with mock.patch("agents.tasks.notify_needs_human.delay") as delay:
+    with mock.patch("agents.jobs.notify_needs_human.delay") as delay:
         sweeps.sweep_leases(now=past_lease)
 
     delay.assert_called_once_with(str(task.pk), 1, "needs_human")

@@ -10,9 +10,9 @@ import pytest
 from django.utils import timezone
 
 from agents.guard import types as g
+from agents.jobs import notify_needs_human
 from agents.models import Notification
 from agents.services import notify, runner, sweeps
-from agents.tasks import notify_needs_human
 from tests.celery.helpers import fake_endpoint
 
 
@@ -147,7 +147,7 @@ def test_a_spend_cap_stop_is_announced_without_pausing_the_agent(make_task, agen
     agent_row.daily_cost_cap = Decimal("0.1")
     agent_row.save()
     task = make_task()
-    with mock.patch("agents.tasks.notify_needs_human.delay") as delay:
+    with mock.patch("agents.jobs.notify_needs_human.delay") as delay:
         _task, _call, outcome = runner.model_call_gate(
             task_id=task.pk, agent=agent_row, model="m", est_prompt_tokens=100,
             max_output_tokens=100,
@@ -165,7 +165,7 @@ def test_a_broker_that_is_down_does_not_fail_the_stop(
 ):
     task = make_task()
     start_write(task)
-    with mock.patch("agents.tasks.notify_needs_human.delay", side_effect=OSError("no broker")):
+    with mock.patch("agents.jobs.notify_needs_human.delay", side_effect=OSError("no broker")):
         result = sweeps.sweep_leases(now=past_lease)
 
     assert result.stopped == [str(task.pk)]

@@ -10,9 +10,9 @@ from agents.guard import types as g
 from agents.models import Event
 from agents.services import sweeps
 from ledger import reconcilers
+from ledger.jobs import check_operation, reconcile_unknown_operations
 from ledger.models import Operation, Reconciliation
 from ledger.services import operation_reconcile
-from ledger.tasks import check_operation, reconcile_unknown_operations
 from tests.celery.helpers import fake_endpoint
 
 

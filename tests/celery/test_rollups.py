@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from agents.guard import types as g
+from agents.jobs import rollup_daily
 from agents.models import DailyRollup, LimitProfile, ModelCall
 from agents.services import runner, sweeps
 from agents.services.rollups import rollup_day
-from agents.tasks import rollup_daily
 
 
 @pytest.fixture

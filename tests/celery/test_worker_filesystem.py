@@ -9,8 +9,8 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.guard import types as g
+from agents.jobs import sweep_deadlines
 from agents.models import Task
-from agents.tasks import sweep_deadlines
 from tests.celery.helpers import (
     celery_processes,
     filesystem_transport_options,

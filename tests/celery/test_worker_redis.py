@@ -14,8 +14,8 @@ from django.db import connection
 
 from agents.guard import types as g
 from agents.models import Event, LimitProfile, Notification, Task
+from ledger.jobs import reconcile_unknown_operations
 from ledger.models import Operation, Reconciliation
-from ledger.tasks import reconcile_unknown_operations
 from tests.celery.helpers import ROOT, celery_processes, fake_endpoint, wait_for, worker_args
 
 pytestmark = [pytest.mark.celery_redis, pytest.mark.django_db(transaction=True)]

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from agents.jobs import sweep_deadlines
 from agents.models import Task
-from agents.tasks import sweep_deadlines
 from tests.api.helpers import new_task
 from tests.celery.helpers import (
     celery_processes,

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents import tasks as jobs
+from agents import jobs
 from agents.models import ModelCall, ModelPrice, Task
 from ledger.models import Operation
 from tests.api.helpers import gate, new_task, send_notice

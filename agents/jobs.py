@@ -2,33 +2,38 @@
 
 Every job is idempotent (see the services), so beat firing twice, a retry or a message
 delivered twice changes nothing more than one run.
+
+The registered names keep the module's former name (`agents.tasks.<job>`): messages queued
+before a deploy, and beat schedules, still find their job.
 """
 
 from __future__ import annotations
 
 from datetime import date, timedelta
 
-from celery import Task, shared_task
+from celery import Task as CeleryTask
+from celery import shared_task
 from django.conf import settings
+from django.dispatch import receiver
 from django.utils import timezone
 
 from agents import metrics
 from agents.models import Notification
-from agents.services import notify, rollups, sweeps
+from agents.services import notify, rollups, stops, sweeps
 from loopwarden.celery import retried_job
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="agents.tasks.sweep_leases", ignore_result=True)
 def sweep_leases() -> dict[str, int]:
     return _counted("lease", sweeps.sweep_leases())
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="agents.tasks.sweep_deadlines", ignore_result=True)
 def sweep_deadlines() -> dict[str, int]:
     return _counted("deadline", sweeps.sweep_deadlines())
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="agents.tasks.sweep_reservations", ignore_result=True)
 def sweep_reservations() -> dict[str, int]:
     return _counted("reservation", sweeps.sweep_reservations())
 
@@ -40,7 +45,7 @@ def _counted(sweep: str, result: sweeps.SweepResult) -> dict[str, int]:
     return summary
 
 
-class NotifyJob(Task):
+class NotifyJob(CeleryTask):
     """Once the retries are spent, the failure is recorded on the row and logged."""
 
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
@@ -50,6 +55,7 @@ class NotifyJob(Task):
 
 
 @retried_job(
+    name="agents.tasks.notify_needs_human",
     base=NotifyJob,
     retry_on=notify.DeliveryFailed,
     backoff_seconds=settings.NOTIFY_BACKOFF_SECONDS,
@@ -63,7 +69,13 @@ def notify_needs_human(
     return row.channels if row else None
 
 
-@shared_task(ignore_result=True)
+@receiver(stops.notification_due, dispatch_uid="agents.jobs.notify_needs_human")
+def _enqueue_notification(sender, *, task_id: str, phase: int, kind: str, **_kwargs) -> None:
+    """A stop that needs an operator committed: queue the notification job."""
+    notify_needs_human.delay(task_id, phase, kind)
+
+
+@shared_task(name="agents.tasks.rollup_daily", ignore_result=True)
 def rollup_daily(day: str | None = None) -> int:
     """Rebuild the report rows of `day` (ISO date); by default today and yesterday (UTC).
 

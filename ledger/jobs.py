@@ -1,15 +1,20 @@
-"""Celery jobs of the ledger: asking reconcilers about UNKNOWN operations."""
+"""Celery jobs of the ledger: asking reconcilers about UNKNOWN operations.
+
+The registered names keep the module's former name (`ledger.tasks.<job>`), so queued
+messages and beat schedules survive a deploy.
+"""
 
 from __future__ import annotations
 
-from celery import Task, shared_task
+from celery import Task as CeleryTask
+from celery import shared_task
 from django.conf import settings
 
 from ledger import reconcilers
 from loopwarden.celery import retried_job
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="ledger.tasks.reconcile_unknown_operations", ignore_result=True)
 def reconcile_unknown_operations() -> int:
     """Periodic: queue one check per UNKNOWN operation of a tool with a reconciler."""
     operation_ids = reconcilers.operations_to_check()
@@ -18,7 +23,7 @@ def reconcile_unknown_operations() -> int:
     return len(operation_ids)
 
 
-class CheckJob(Task):
+class CheckJob(CeleryTask):
     """Once the bounded checks are spent, the operation's trail says so; it stays UNKNOWN."""
 
     def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
@@ -29,6 +34,7 @@ class CheckJob(Task):
 
 
 @retried_job(
+    name="ledger.tasks.check_operation",
     base=CheckJob,
     retry_on=reconcilers.NoAnswer,
     backoff_seconds=settings.RECONCILE_BACKOFF_SECONDS,

@@ -1,0 +1,149 @@
+"""The task row under its lock: take the lock, read the row as the guard core's `TaskState`,
+write the core's answer back, release a pending execution.
+
+Below the services (it imports only the models and the guard core), so both `agents.services`
+and `ledger.services` build on it.
+
+Lock order, everywhere a transaction takes more than one row lock:
+
+    1. the task row (`lock_task`),
+    2. then the ledger's operation row (`ledger.services.operation_lock`, or a
+       `select_for_update` of the operation),
+    3. then the agent's day row (`agents.services.common.move_day_money`).
+
+Never an operation before its task: an event or trace row that references the task waits for
+the task row lock on PostgreSQL, so holding an operation meanwhile deadlocks with a tool
+request that holds the task and waits for the operation. A service that starts from an
+operation (reconcile, the lease sweep) reads the operation's task id without a lock, locks
+that task, then locks the operation and checks it again.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db.models import Subquery
+
+from agents.errors import NotFound
+from agents.guard import core
+from agents.guard import types as g
+from agents.models import Agent, CatalogVersion, Task, ToolCall
+
+SNAPSHOT_FIELDS = (
+    "model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens_used",
+    "tokens_reserved", "cost_spent", "cost_reserved", "revision", "stagnant", "milestones",
+    "phase", "deadline_at",
+)  # fmt: skip
+
+
+def catalog_version_subquery() -> Subquery:
+    """The catalog's version (`agents.services.catalog`), for an annotation on the lock."""
+    return Subquery(CatalogVersion.objects.filter(pk=1).values("number")[:1])
+
+
+def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
+    """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
+
+    Every decision on a task runs under this lock, so gates, results, stops and resumes of one
+    task are serialized whichever web worker handles them. NO KEY: the lock still excludes
+    every other locker, but lets other transactions insert rows that reference the task
+    (events, trace rows) without waiting for it. An agent only sees its own tasks: another
+    agent's task is answered like a missing one.
+
+    One statement: the same SELECT reads the agent's flags (paused, daily cap; the agent row
+    is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
+    flags are as of the statement's start, like any read that races an operator's pause: a
+    request that starts after the pause committed sees it.
+    """
+    query = (
+        Task.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("agent")
+        .annotate(catalog_version=catalog_version_subquery())
+    )
+    if agent is not None:
+        query = query.filter(agent=agent)
+    try:
+        task = query.get(pk=task_id)
+    except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
+        raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
+    # What the row held when locked, so saving it writes only the columns that changed.
+    task._as_locked = {name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
+    return task
+
+
+_SAVED_FIELDS = tuple(
+    f.attname for f in Task._meta.concrete_fields if not f.primary_key and f.name != "updated_at"
+)
+
+
+def save_task(task: Task) -> None:
+    """Write the columns a decision changed (all of them for a row `lock_task` did not load):
+    an UPDATE of the whole row would rewrite the goal text and the window on every call."""
+    locked = getattr(task, "_as_locked", None)
+    if locked is None:
+        task.save()
+        return
+    changed = [name for name in _SAVED_FIELDS if getattr(task, name) != locked[name]]
+    if changed:
+        task.save(update_fields=[*changed, "updated_at"])
+        task._as_locked.update(  # type: ignore[attr-defined]
+            {name: copy.deepcopy(getattr(task, name)) for name in changed}
+        )
+
+
+def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> g.TaskState:
+    """The core's view of the row. `seen_hashes` are the few seen data hashes a decision needs
+    (they live in their own table; see `runner.tool_call_result`)."""
+    return g.TaskState(
+        state=task.state,
+        reason=task.reason or None,
+        limits=g.Limits.from_dict(task.limits),
+        window=[g.WindowEntry.from_dict(e) for e in task.window],
+        blocked=list(task.blocked),
+        pending=list(task.pending),
+        signatures=list(task.signatures),
+        plans=list(task.plans),
+        reflection=task.reflection,
+        seen_hashes=list(seen_hashes or []),
+        report=task.report,
+        **{name: getattr(task, name) for name in SNAPSHOT_FIELDS},
+    )
+
+
+def apply_state(task: Task, state: g.TaskState) -> None:
+    """Copy the core's result onto the row (the caller saves it)."""
+    task.state = state.state
+    task.reason = state.reason or ""
+    task.limits = state.limits.to_dict()
+    task.window = [e.to_dict() for e in state.window]
+    task.blocked = state.blocked
+    task.pending = state.pending
+    task.signatures = state.signatures
+    task.plans = state.plans
+    task.reflection = state.reflection
+    task.report = state.report
+    for name in SNAPSHOT_FIELDS:
+        setattr(task, name, getattr(state, name))
+
+
+def release_execution(task: Task, state: g.TaskState, call: ToolCall | None, now: datetime) -> bool:
+    """The claim of an EXECUTE'd `call` expired or was reconciled: it leaves the pending set.
+
+    Once per call: the call row is marked released with a conditional update, so a sweep, a
+    reconcile and a racing request releasing the same call remove one pending entry between
+    them, and a late result (`ToolCallView.in_flight` false) removes none. Called under the
+    lock of the call's `task`, whose `state` the caller writes back. True when released now.
+    """
+    if call is None or call.decision != g.EXECUTE or call.task_id != task.pk:
+        return False
+    claimed = ToolCall.objects.filter(
+        pk=call.pk, task_id=task.pk, reported_at=None, released_at=None
+    ).update(released_at=now)
+    if claimed != 1:
+        return False
+    call.released_at = now
+    core.release_pending(state, call.fingerprint)
+    return True
