@@ -22,7 +22,7 @@ from agents.guard import types as g
 from agents.models import Agent, Event, Task, ToolCall
 from agents.taskrow import apply_state, lock_task, release_execution, to_state
 from ledger.models import Operation, Reconciliation
-from ledger.selectors import lease_over, waits_for_verdict
+from ledger.selectors import is_unresolved, lease_over, waits_for_verdict
 
 VERDICTS = (g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN)
 
@@ -42,9 +42,7 @@ def operation_view(operation: Operation, now: datetime) -> g.OperationView:
     return g.OperationView(
         state=operation.state,
         fingerprint=operation.fingerprint,
-        lease_live=operation.state == g.IN_FLIGHT
-        and operation.lease_expires_at is not None
-        and operation.lease_expires_at > now,
+        lease_live=operation.state == g.IN_FLIGHT and not lease_over(operation, now),
         result=operation.result,
     )
 
@@ -123,7 +121,7 @@ def operation_settle(task: Task, call: ToolCall, outcome: g.Outcome, now: dateti
     operation = Operation.objects.select_for_update().get(pk=call.operation_id)
     ours = operation.tool_call_id == call.pk
     proves_commit = outcome.operation_state == g.OP_COMMITTED
-    if not ours or operation.state not in (g.IN_FLIGHT, g.UNKNOWN):
+    if not ours or not is_unresolved(operation):
         if not (ours and proves_commit):
             Event.objects.create(
                 task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
