@@ -152,6 +152,35 @@ def test_a_claimer_whose_lease_another_task_found_over_needs_a_human_too(
     assert sweeps.sweep_leases(now=past_lease).as_dict() == {"claimed": 0, "stopped": 0}
 
 
+def test_a_lease_expires_once_whoever_finds_it_over(make_task, start_write, agent_row, past_lease):
+    """The guard (another task's request) and the sweep expire a lease through one service:
+    one `lease_expired` event, of one shape, and a new reconcile episode either way."""
+    claimer, other = make_task(goal="First try"), make_task(goal="Second try")
+    by_guard = start_write(claimer)
+    Operation.objects.filter(pk=by_guard.pk).update(reconcile_checks=2)
+    with mock.patch("agents.services.runner.timezone.now", return_value=past_lease):
+        runner.tool_call_request(
+            task_id=other.pk, agent=agent_row, tool="send_invoice",
+            args={"invoice": "invoice-42"}, effect=g.WRITE, operation_key="invoice-42",
+        )  # fmt: skip
+    sweeps.sweep_leases(now=past_lease)
+    by_sweep = start_write(make_task(goal="Third try"), key="invoice-43")
+    sweeps.sweep_leases(now=past_lease)
+
+    events = Event.objects.filter(kind="lease_expired").order_by("id")
+    assert [(e.operation_id, e.task_id, e.actor) for e in events] == [
+        (by_guard.pk, other.pk, "system:guard"),
+        (by_sweep.pk, by_sweep.task_id, "system:lease_sweep"),
+    ]
+    assert {tuple(sorted(e.detail)) for e in events} == {
+        ("lease_expires_at", "operation_key", "tool")
+    }
+    assert {e.code for e in events} == {"GUARD_LEDGER"}
+    assert list(Operation.objects.values_list("state", "reconcile_checks")) == [
+        (g.UNKNOWN, 0), (g.UNKNOWN, 0)
+    ]  # fmt: skip
+
+
 def test_a_claimer_that_reported_is_not_stopped_by_an_unknown_row(
     make_task, start_write, agent_row, past_lease
 ):
