@@ -101,6 +101,7 @@ def _check_all(raw: Any, profile: bool) -> tuple[dict[str, Any], dict[str, str]]
         if name not in known:
             errors[name] = "Unknown limit."
             continue
+        checked: int | float | Decimal | str | None
         if name in ints:
             checked, error = _check_int(name, value, ints[name])
         elif name in CHOICES:

@@ -44,9 +44,10 @@ def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
     # What the row held when locked, so saving it writes only the columns that changed.
-    task._as_locked = {
+    # The ignore: a private attribute set on the instance, not a model field.
+    task._as_locked = {  # type: ignore[attr-defined]
         name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS
-    }  # type: ignore[attr-defined]
+    }
     return task
 
 

@@ -403,7 +403,7 @@ def tool_call_result(
         # Novelty asks only whether this one hash was seen: one indexed lookup, whatever the
         # number of hashes the task has seen.
         seen_before = bool(novelty) and SeenHash.objects.filter(task=task, hash=novelty).exists()
-        state = to_state(task, seen_hashes=[novelty] if seen_before else [])
+        state = to_state(task, seen_hashes=[novelty] if novelty and seen_before else [])
         view = g.ToolCallView(
             tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,
             args_text=call.args_text, job_id=call.job_id or None,
@@ -461,6 +461,7 @@ def _record_result_keys(task: Task, call: ToolCall, result: g.ToolResult, *, nov
 
 
 def _settle_operation(task: Task, call: ToolCall, outcome: g.Outcome, now) -> None:
+    assert call.operation_id is not None and outcome.operation_state is not None  # the caller's
     operation = Operation.objects.select_for_update().get(pk=call.operation_id)
     ours = operation.tool_call_id == call.pk
     proves_commit = outcome.operation_state == g.OP_COMMITTED

@@ -86,6 +86,7 @@ def sweep_leases(*, now: datetime | None = None, batch: int = BATCH) -> SweepRes
             ):  # settled, reclaimed or already handled since it was selected
                 continue
             operation = Operation.objects.get(pk=operation_id)
+            assert operation.lease_expires_at is not None  # selected by `over`
             if claimed:
                 Event.objects.create(
                     task=task, agent_id=task.agent_id, operation=operation, kind="lease_expired",
