@@ -465,7 +465,7 @@ def _settle_operation(task: Task, call: ToolCall, outcome: g.Outcome, now) -> No
     operation = Operation.objects.select_for_update().get(pk=call.operation_id)
     ours = operation.tool_call_id == call.pk
     proves_commit = outcome.operation_state == g.OP_COMMITTED
-    if not ours or operation.state not in (g.IN_FLIGHT, g.UNKNOWN):
+    if not ours or operation.state not in (g.IN_FLIGHT, g.UNKNOWN):  # noqa: SIM102 (settled, unless ours and committed)
         if not (ours and proves_commit):
             Event.objects.create(
                 task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
