@@ -60,6 +60,7 @@ def operation_claim(
     """Mark the key IN_FLIGHT for a call of `task` (insert on first use, else update the
     locked row). Two transactions inserting one new key at once: the unique constraint lets one
     win, the other gets an IntegrityError (the runner decides again)."""
+    assert request.operation_key is not None  # the guard claims only a write with a key
     if operation is None:
         return Operation.objects.create(
             namespace=agent.namespace,
@@ -118,18 +119,19 @@ def operation_settle(task: Task, call: ToolCall, outcome: g.Outcome, now: dateti
     result is kept as an event, unless it is the claimer's and proves the commit (a reconciled
     row is then corrected to COMMITTED).
     """
+    # The caller settles only a write with a claim, on an outcome that names its state.
+    assert call.operation_id is not None and outcome.operation_state is not None
     operation = Operation.objects.select_for_update().get(pk=call.operation_id)
     ours = operation.tool_call_id == call.pk
     proves_commit = outcome.operation_state == g.OP_COMMITTED
-    if not ours or not is_unresolved(operation):
-        if not (ours and proves_commit):
-            Event.objects.create(
-                task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
-                phase=task.phase, actor="system:guard",
-                detail={"operation_key": operation.operation_key,
-                        "ledger_state": operation.state, "reported": outcome.operation_state},
-            )  # fmt: skip
-            return
+    if (not ours or not is_unresolved(operation)) and not (ours and proves_commit):
+        Event.objects.create(
+            task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
+            phase=task.phase, actor="system:guard",
+            detail={"operation_key": operation.operation_key,
+                    "ledger_state": operation.state, "reported": outcome.operation_state},
+        )  # fmt: skip
+        return
     operation.state = outcome.operation_state
     operation.lease_expires_at = None
     if proves_commit:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import ConfigError, env_bool, env_int, env_list, env_networks, env_rate, env_str
+from loopwarden.env import ConfigError, env_bool, env_int, env_list, env_networks, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()

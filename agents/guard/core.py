@@ -17,8 +17,8 @@ The rules live in small modules by concept; this module is the one import the se
 
 from __future__ import annotations
 
-from .fingerprint import action_signature, canonical_json, fingerprint, plan_text
-from .lifecycle import (
+from agents.guard.fingerprint import action_signature, canonical_json, fingerprint, plan_text
+from agents.guard.lifecycle import (
     GRANT_LIMITS,
     STOP_REASONS,
     expire_deadline,
@@ -30,11 +30,11 @@ from .lifecycle import (
     resume,
     stop,
 )
-from .limits import tighten_limits, validate_limits
-from .model import gate_model_call, model_estimate, settle_usage, token_cost
-from .report import build_report, reason_code, remaining, resume_condition, usage
-from .tool import WAIT_RETRY_MS, progress_hash, report_result, request_tool
-from .types import GuardError, LimitError
+from agents.guard.limits import tighten_limits, validate_limits
+from agents.guard.model import gate_model_call, model_estimate, settle_usage, token_cost
+from agents.guard.report import build_report, reason_code, remaining, resume_condition, usage
+from agents.guard.tool import WAIT_RETRY_MS, progress_hash, report_result, request_tool
+from agents.guard.types import GuardError, LimitError
 
 __all__ = [
     "GRANT_LIMITS",

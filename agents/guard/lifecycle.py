@@ -11,8 +11,15 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from .transitions import already_stopped, halt, is_int, note_milestone, parse_evidence, to_decimal
-from .types import (
+from agents.guard.transitions import (
+    already_stopped,
+    halt,
+    is_int,
+    note_milestone,
+    parse_evidence,
+    to_decimal,
+)
+from agents.guard.types import (
     COMPLETED,
     CONTINUE,
     NEEDS_HUMAN,

@@ -12,8 +12,8 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
-from .transitions import is_int, to_decimal
-from .types import LimitError, Limits
+from agents.guard.transitions import is_int, to_decimal
+from agents.guard.types import LimitError, Limits
 
 INT_MAX = 2_147_483_647  # PositiveIntegerField on every database Django supports
 BIGINT_MAX = 9_223_372_036_854_775_807
@@ -101,6 +101,7 @@ def _check_all(raw: Any, profile: bool) -> tuple[dict[str, Any], dict[str, str]]
         if name not in known:
             errors[name] = "Unknown limit."
             continue
+        checked: int | float | Decimal | str | None
         if name in ints:
             checked, error = _check_int(name, value, ints[name])
         elif name in CHOICES:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from .similarity import lexical, text_similarity
-from .transitions import already_stopped, halt, opening_checks, to_decimal
-from .types import (
+from agents.guard.similarity import lexical, text_similarity
+from agents.guard.transitions import already_stopped, halt, opening_checks, to_decimal
+from agents.guard.types import (
     ALLOW,
     CONTINUE,
     PARTIAL,

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fingerprint import canonical_json, drop_field, sha256_hex
+from agents.guard.fingerprint import canonical_json, drop_field, sha256_hex
 
 # Key names that say "when or by whom this answer was produced", not "what the data is".
 # Matched on the normalized name (lowercase, separators removed), whole name only: `timestamp`

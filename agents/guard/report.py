@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from .transitions import to_decimal
-from .types import COMPLETED, IN_FLIGHT, REASON_CODES, UNKNOWN, TaskState
+from agents.guard.transitions import to_decimal
+from agents.guard.types import COMPLETED, IN_FLIGHT, REASON_CODES, UNKNOWN, TaskState
 
 COST_QUANTUM = Decimal("0.0001")
 
@@ -134,7 +134,9 @@ def _iso_z(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_report(task: TaskState, now: datetime, operations: list[dict[str, Any]]) -> dict:
+def build_report(
+    task: TaskState, now: datetime, operations: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Build the stop report, store it on `task.report` and return it.
 
     The service calls this once, when an outcome has `stopped_now`; afterwards the stored report

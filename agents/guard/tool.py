@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from .fingerprint import canonical_json
-from .novelty import result_hash
-from .similarity import EMBEDDING, Similarity, VectorSimilarity, lexical_score
-from .transitions import (
+from agents.guard.fingerprint import canonical_json
+from agents.guard.novelty import result_hash
+from agents.guard.similarity import EMBEDDING, Similarity, VectorSimilarity, lexical_score
+from agents.guard.transitions import (
     Evidence,
     already_stopped,
     halt,
@@ -24,7 +24,7 @@ from .transitions import (
     parse_evidence,
     restart_streak,
 )
-from .types import (
+from agents.guard.types import (
     BLOCK,
     BLOCK_CODE,
     COMPLETED,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeGuard
 
-from .types import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
+from agents.guard.types import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
 
 # A revision is stored in a 64-bit column; a larger one cannot be a real verifier's.
 REVISION_MAX = 9_223_372_036_854_775_807
@@ -64,7 +64,7 @@ def to_decimal(value: Any) -> Decimal:
         raise ValueError(f"not an amount: {value!r}") from exc
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """An int that is not a bool: JSON `true` must never pass for a revision or a count."""
     return isinstance(value, int) and not isinstance(value, bool)
 

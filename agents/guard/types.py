@@ -14,8 +14,8 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from .fingerprint import fingerprint
-from .novelty import ResultRules
+from agents.guard.fingerprint import fingerprint
+from agents.guard.novelty import ResultRules
 
 # -- states, decisions, reasons -------------------------------------------------------------
 

@@ -8,7 +8,7 @@ transaction, whichever door it came through.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
@@ -24,8 +24,10 @@ from agents.services.operator import actor_name
 # Limit fields a task copies, plus the two that only a profile has (trigger rate limit).
 PROFILE_LIMIT_FIELDS = (*g.Limits.names(), "max_tasks_per_trigger", "trigger_window_seconds")
 PROFILE_FIELDS = ("name", "description", *PROFILE_LIMIT_FIELDS)
-DESCRIPTION_MAX = LimitProfile._meta.get_field("description").max_length
-TOKEN_NAME_MAX = ApiToken._meta.get_field("name").max_length
+# cast: django-stubs types max_length as optional; these CharFields all set it.
+NAME_MAX = cast(int, LimitProfile._meta.get_field("name").max_length)
+DESCRIPTION_MAX = cast(int, LimitProfile._meta.get_field("description").max_length)
+TOKEN_NAME_MAX = cast(int, ApiToken._meta.get_field("name").max_length)
 
 
 def _jsonable(value: Any) -> Any:
@@ -40,8 +42,8 @@ def _clean_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
     """Check every given field at once, so a form can show all its errors together."""
     errors: dict[str, str] = {}
     unknown = sorted(set(values) - set(PROFILE_FIELDS))
-    for name in unknown:
-        errors[name] = "Unknown field."
+    for field in unknown:
+        errors[field] = "Unknown field."
     clean: dict[str, Any] = {}
     if creating or "name" in values:
         name = values.get("name")
@@ -49,7 +51,7 @@ def _clean_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
             if not isinstance(name, str) or not name:
                 raise ValidationError("required")
             validate_slug(name)
-            if len(name) > LimitProfile._meta.get_field("name").max_length:
+            if len(name) > NAME_MAX:
                 raise ValidationError("too long")
             clean["name"] = name
         except ValidationError:
@@ -178,8 +180,9 @@ def token_revoke(
             agent_id=token.agent_id, kind="token_revoked", actor=actor_name(user),
             actor_user=user, reason=reason,
             detail={"token": token.pk, "prefix": token.prefix,
-                    "owner": f"agent:{token.agent.name}" if token.agent_id
-                    else f"user:{token.user.get_username()}"},
+                    "owner": f"agent:{token.agent.name}" if token.agent is not None
+                    # ignore: the check constraint gives a token without an agent a user.
+                    else f"user:{token.user.get_username()}"},  # type: ignore[union-attr]
         )  # fmt: skip
     return token
 

@@ -60,7 +60,7 @@ def notification_payload(task: Task, phase: int, kind: str) -> dict[str, Any]:
         "task": str(task.pk),
         "url": task_url(task.pk),
         "agent": task.agent.name,
-        "profile": task.profile.name if task.profile_id else None,
+        "profile": task.profile.name if task.profile is not None else None,
         "goal": task.goal,
         "phase": phase,
         "state": task.state,

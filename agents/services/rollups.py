@@ -19,7 +19,7 @@ from agents.guard import types as g
 from agents.models import MONEY, DailyRollup, Event, ModelCall, ToolCall
 
 CENT_MICROS = Decimal("0.000001")
-_money = DecimalField(**MONEY)
+_money = DecimalField(max_digits=MONEY["max_digits"], decimal_places=MONEY["decimal_places"])
 
 # What a model call cost its agent: the settled cost; a reservation the sweep charged as
 # reserved; both, when the usage arrived after that (the larger one, see model_call_usage).

@@ -353,7 +353,7 @@ def tool_call_result(
         # Novelty asks only whether this one hash was seen: one indexed lookup, whatever the
         # number of hashes the task has seen.
         seen_before = bool(novelty) and SeenHash.objects.filter(task=task, hash=novelty).exists()
-        state = to_state(task, seen_hashes=[novelty] if seen_before else [])
+        state = to_state(task, seen_hashes=[novelty] if novelty and seen_before else [])
         view = g.ToolCallView(
             tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,
             args_text=call.args_text, job_id=call.job_id or None,

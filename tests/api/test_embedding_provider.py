@@ -7,6 +7,7 @@ embedding provider sees rephrasings the lexical one cannot ("how do refunds work
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -56,10 +57,8 @@ class EmbeddingsServer:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                try:
+                with contextlib.suppress(OSError):  # the client gave up (timeout)
                     self.wfile.write(payload)
-                except OSError:
-                    pass  # the client gave up (timeout)
 
             def log_message(self, *args):
                 pass

@@ -7,6 +7,7 @@ Whatever it does, budgets hold, stops are sticky and usage never goes backwards.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict
 from datetime import timedelta
@@ -240,10 +241,8 @@ class Driver:
         if kind == "lease_expired":
             return core.lease_expired(task, now)
         if kind == "resume":
-            try:
+            with contextlib.suppress(core.GuardError):
                 core.resume(task, action[1], now)
-            except core.GuardError:
-                pass
             return None
         self.now = now + timedelta(seconds=action[1])
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from decimal import Decimal
+from io import StringIO
 from pathlib import Path
 
 from django.conf import settings
@@ -48,13 +49,11 @@ class Command(BaseCommand):
             tool="web_search", defaults={"ignore_fields": ["request_id", "trace.span"]}
         )
         call_command("create_operator", "admin", password=admin_password, admin=True,
-                     stdout=open("/dev/null", "w"))  # fmt: skip
+                     stdout=StringIO())  # fmt: skip
         call_command("create_operator", "operator", password="operator",
-                     stdout=open("/dev/null", "w"))  # fmt: skip
+                     stdout=StringIO())  # fmt: skip
         path = Path(token_file)
         if not path.exists() or not Agent.objects.filter(name="demo-agent").exists():
-            from io import StringIO
-
             out = StringIO()
             call_command("create_agent", "demo-agent", namespace="demo", stdout=out)
             # Readable by its owner only from the first byte (simulate reads it; `ps` never

@@ -48,20 +48,24 @@ def test_a_throttle_without_retry_after_waits_the_default_second():
 
 def test_throttling_past_the_tries_is_raised():
     _, handler = scripted(*[throttled("1")] * 3)
-    with Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
-                sleep=lambda s: None, max_throttle_tries=3) as client:  # fmt: skip
-        with pytest.raises(LoopwardenError) as caught:
-            client.get_task("t")
+    with (
+        Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
+               sleep=lambda s: None, max_throttle_tries=3) as client,
+        pytest.raises(LoopwardenError) as caught,
+    ):  # fmt: skip
+        client.get_task("t")
     assert (caught.value.status, caught.value.code) == (429, "THROTTLED")
 
 
 def test_a_trigger_loop_429_is_an_answer_and_never_retried():
     body = {"error": {"code": "TRIGGER_LOOP", "message": "Too many tasks for this trigger."}}
     seen, handler = scripted(httpx.Response(429, json=body, headers={"Retry-After": "1"}))
-    with Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
-                sleep=lambda s: pytest.fail("slept")) as client:  # fmt: skip
-        with pytest.raises(LoopwardenError) as caught:
-            client.create_task("goal", trigger_key="cron")
+    with (
+        Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
+               sleep=lambda s: pytest.fail("slept")) as client,
+        pytest.raises(LoopwardenError) as caught,
+    ):  # fmt: skip
+        client.create_task("goal", trigger_key="cron")
     assert caught.value.code == "TRIGGER_LOOP" and len(seen) == 1
 
 

@@ -71,10 +71,9 @@ class Command(BaseCommand):
     # -- data ------------------------------------------------------------------------------
 
     def build_admin(self):
-        user = get_user_model().objects.create_superuser(
+        return get_user_model().objects.create_superuser(
             f"measure-{uuid.uuid4().hex[:8]}", password=None
         )
-        return user
 
     def build_task(self, rows: int) -> Task:
         now = timezone.now()

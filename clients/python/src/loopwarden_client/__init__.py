@@ -5,10 +5,10 @@ Depends on httpx only and never imports Django. The framework adapters live in
 `loopwarden_client.pydantic_ai`, each behind an extra of the same name.
 """
 
-from ._version import VERSION as __version__
-from .client import AsyncClient, AsyncTaskSession, Client, TaskSession, arun, run
-from .errors import LoopwardenError, TaskStopped
-from .types import ModelCall, Plan, ToolOutcome, ToolReport
+from loopwarden_client._version import VERSION as __version__
+from loopwarden_client.client import AsyncClient, AsyncTaskSession, Client, TaskSession, arun, run
+from loopwarden_client.errors import LoopwardenError, TaskStopped
+from loopwarden_client.types import ModelCall, Plan, ToolOutcome, ToolReport
 
 __all__ = [
     "AsyncClient",

@@ -17,9 +17,9 @@ from urllib.parse import quote
 
 import httpx
 
-from ._version import VERSION
-from .errors import LoopwardenError, TaskStopped
-from .types import JSON, STOP, drop_none
+from loopwarden_client._version import VERSION
+from loopwarden_client.errors import LoopwardenError, TaskStopped
+from loopwarden_client.types import JSON, STOP, drop_none
 
 # Called with (endpoint name, request body, response body) for every answer carrying a decision.
 DecisionHook = Callable[[str, JSON, JSON], None]

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ._core import DEFAULT_WAIT_MS, REQUESTS, Request
-from .errors import LoopwardenError, TaskStopped
-from .types import (
+from loopwarden_client._core import DEFAULT_WAIT_MS, REQUESTS, Request
+from loopwarden_client.errors import LoopwardenError, TaskStopped
+from loopwarden_client.types import (
     BLOCK,
     COMPLETED,
     EXECUTE,

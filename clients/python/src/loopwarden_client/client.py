@@ -24,9 +24,24 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ._core import Api, DecisionHook, Request, http_options, parse_response, throttle_delay
-from ._flows import Flow, adrive, drive, run_flow, tool_flow, usage_flow, warn_at_caller
-from .types import JSON, ModelCall, Plan, ToolOutcome
+from loopwarden_client._core import (
+    Api,
+    DecisionHook,
+    Request,
+    http_options,
+    parse_response,
+    throttle_delay,
+)
+from loopwarden_client._flows import (
+    Flow,
+    adrive,
+    drive,
+    run_flow,
+    tool_flow,
+    usage_flow,
+    warn_at_caller,
+)
+from loopwarden_client.types import JSON, ModelCall, Plan, ToolOutcome
 
 
 class Client(Api[JSON, list[JSON], Any]):

@@ -30,12 +30,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._core import REQUESTS
-from ._flows import Flow, adrive
-from .client import AsyncTaskSession, TaskSession
-from .errors import TaskStopped
-from .novelty import result_hash
-from .types import COMPLETED, JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
+from loopwarden_client._core import REQUESTS
+from loopwarden_client._flows import Flow, adrive
+from loopwarden_client.client import AsyncTaskSession, TaskSession
+from loopwarden_client.errors import TaskStopped
+from loopwarden_client.novelty import result_hash
+from loopwarden_client.types import COMPLETED, JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
 
 Evidence = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any] | None]
 KeyRule = str | Callable[[Mapping[str, Any]], str]

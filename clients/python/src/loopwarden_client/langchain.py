@@ -33,9 +33,9 @@ except ImportError as exc:  # the extra is missing: say which one
         f"{__name__} needs the 'langchain' extra: pip install 'loopwarden-client[langchain]'"
     ) from exc
 
-from .client import AsyncTaskSession, TaskSession
-from .guard import Evidence, Guard, ToolSpec, jsonable
-from .types import EXECUTE, NO_RESULT, REUSE, ToolReport
+from loopwarden_client.client import AsyncTaskSession, TaskSession
+from loopwarden_client.guard import Evidence, Guard, ToolSpec, jsonable
+from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, ToolReport
 
 __all__ = ["LoopwardenMiddleware"]
 

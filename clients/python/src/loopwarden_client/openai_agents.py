@@ -46,10 +46,10 @@ except ImportError as exc:  # the extra is missing: say which one
         f"pip install 'loopwarden-client[openai-agents]'"
     ) from exc
 
-from .client import AsyncTaskSession, TaskSession
-from .errors import TaskStopped
-from .guard import Evidence, Guard, ToolSpec, jsonable
-from .types import EXECUTE, ToolReport
+from loopwarden_client.client import AsyncTaskSession, TaskSession
+from loopwarden_client.errors import TaskStopped
+from loopwarden_client.guard import Evidence, Guard, ToolSpec, jsonable
+from loopwarden_client.types import EXECUTE, ToolReport
 
 __all__ = ["AgentTaskStopped", "GuardedModel", "guard_agent"]
 

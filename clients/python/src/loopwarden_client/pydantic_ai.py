@@ -30,9 +30,9 @@ except ImportError as exc:  # the extra is missing: say which one
         f"{__name__} needs the 'pydantic-ai' extra: pip install 'loopwarden-client[pydantic-ai]'"
     ) from exc
 
-from .client import AsyncTaskSession, TaskSession
-from .guard import Evidence, Guard, ToolSpec, jsonable
-from .types import EXECUTE, ToolReport
+from loopwarden_client.client import AsyncTaskSession, TaskSession
+from loopwarden_client.guard import Evidence, Guard, ToolSpec, jsonable
+from loopwarden_client.types import EXECUTE, ToolReport
 
 __all__ = ["LoopwardenCapability"]
 
