@@ -32,17 +32,33 @@ L = TypeVar("L")  # ... a list of objects
 A = TypeVar("A")  # ... any JSON
 
 
+class ClientOptions(TypedDict, total=False):
+    """What both clients take beside the URL, the token, the transport and the sleep: the HTTP
+    `timeout` in seconds (10), `on_decision(endpoint, request, answer)`, called with every guard
+    decision, and `max_throttle_tries` (5), the sends of one request throttled with a 429
+    `THROTTLED`, each after its Retry-After."""
+
+    timeout: float
+    on_decision: DecisionHook | None
+    max_throttle_tries: int
+
+
 class _Shell(Api[D, L, A]):
     """What the two clients share: one HTTP connection pool and how every request is sent."""
 
     def __init__(
         self,
-        http: httpx.Client | httpx.AsyncClient,
-        on_decision: DecisionHook | None,
+        http: Callable[..., httpx.Client | httpx.AsyncClient],
+        base_url: str,
+        token: str,
+        transport: Any,
         sleep: Callable[[float], Any],
-        max_throttle_tries: int,
+        *,
+        timeout: float = 10.0,
+        on_decision: DecisionHook | None = None,
+        max_throttle_tries: int = 5,
     ) -> None:
-        self._http = http
+        self._http = http(transport=transport, **http_options(base_url, token, timeout))
         self.on_decision = on_decision
         self._sleep = sleep
         self.max_throttle_tries = max_throttle_tries
@@ -60,7 +76,8 @@ class _Shell(Api[D, L, A]):
 class Client(_Shell[JSON, list[JSON], Any]):
     """Synchronous client. `on_decision(endpoint, request, answer)` sees every guard decision.
 
-    A 429 `THROTTLED` is sent again after its Retry-After, up to `max_throttle_tries` sends.
+    A 429 `THROTTLED` is sent again after its Retry-After, up to `max_throttle_tries` sends
+    (`options`: see `ClientOptions`).
     """
 
     def __init__(
@@ -68,14 +85,11 @@ class Client(_Shell[JSON, list[JSON], Any]):
         base_url: str,
         token: str,
         *,
-        timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
-        on_decision: DecisionHook | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        max_throttle_tries: int = 5,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        http = httpx.Client(transport=transport, **http_options(base_url, token, timeout))
-        super().__init__(http, on_decision, sleep, max_throttle_tries)
+        super().__init__(httpx.Client, base_url, token, transport, sleep, **options)
 
     def _send(self, request: Request) -> Any:
         return drive(self._sending(request), self._transmit, self._sleep)
@@ -102,14 +116,11 @@ class AsyncClient(_Shell[Awaitable[JSON], Awaitable[list[JSON]], Awaitable[Any]]
         base_url: str,
         token: str,
         *,
-        timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
-        on_decision: DecisionHook | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        max_throttle_tries: int = 5,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        http = httpx.AsyncClient(transport=transport, **http_options(base_url, token, timeout))
-        super().__init__(http, on_decision, sleep, max_throttle_tries)
+        super().__init__(httpx.AsyncClient, base_url, token, transport, sleep, **options)
 
     async def _send(self, request: Request) -> Any:
         return await adrive(self._sending(request), self._transmit, self._sleep)
