@@ -15,6 +15,9 @@ import json
 from decimal import Decimal
 from typing import Any
 
+# The path syntax of `ignore_fields`, shared with the result rules (see guard/novelty.py).
+from loopwarden_client.novelty import drop_field
+
 
 def _normalize(value: Any) -> Any:
     """Turn `value` into plain JSON types so `json.dumps(sort_keys=True)` never trips.
@@ -42,28 +45,6 @@ def canonical_json(value: Any) -> str:
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def drop_field(args: dict[str, Any], field_path: str) -> None:
-    """Remove one ignored field in place: a top-level key, or a dotted path into nested dicts.
-
-    A literal top-level key wins over the dotted reading, so a tool whose argument is really
-    named "a.b" can still ignore it. A path that does not exist is not an error: the policy
-    lists fields that *may* be present.
-    """
-    if field_path in args:
-        del args[field_path]
-        return
-    if "." not in field_path:
-        return
-    *parents, leaf = field_path.split(".")
-    node: Any = args
-    for part in parents:
-        if not isinstance(node, dict) or part not in node:
-            return
-        node = node[part]
-    if isinstance(node, dict):
-        node.pop(leaf, None)
 
 
 def effective_args(args: dict[str, Any], ignore_fields: list[str] | None) -> dict[str, Any]:

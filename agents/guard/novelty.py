@@ -8,51 +8,30 @@ ever sees it. So before the hash is taken two things are left out of the data:
 1. The tool policy's `ignore_result_fields`: the same path syntax and canonicalization as
    `ignore_fields` for arguments (a top-level key, or a dotted path into nested objects; a
    literal key with a dot wins; a path that is not there is no error).
-2. Unless the policy switches them off, the built-in volatile key names below, matched
+2. Unless the policy switches them off, the built-in volatile key names (`VOLATILE_KEYS`), matched
    whatever their case or separators (`fetchedAt`, `Fetched-At` and `fetched_at` are one name),
    at any depth, inside lists too.
 
-Pure Python, no Django import: the service and the client library apply the same rules.
+The rules themselves (the volatile key list, the name matching, the path syntax, the hash)
+have one home, `loopwarden_client.novelty`, in the pure Python client distribution the server
+depends on: a client that sends a `data_hash` without the data hashes with the same functions.
+This module adds what only the server needs: a tool policy's rules as a value, and the per-key
+digests the trace keeps. No Django import.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.guard.fingerprint import canonical_json, drop_field, sha256_hex
+import loopwarden_client.novelty as shared
 
-# Key names that say "when or by whom this answer was produced", not "what the data is".
-# Matched on the normalized name (lowercase, separators removed), whole name only: `timestamp`
-# is volatile, `timestamps_enabled` is not. Documented in docs/API.md; keep the two in step.
-VOLATILE_KEYS: tuple[str, ...] = (
-    # when the answer was made
-    "fetched_at", "retrieved_at", "requested_at", "responded_at", "generated_at",
-    "served_at", "queried_at", "cached_at", "received_at", "updated_at", "last_updated",
-    "as_of", "timestamp", "ts", "now", "server_time", "current_time", "response_time",
-    "expires_at",
-    # how long it took
-    "elapsed", "elapsed_ms", "took", "took_ms", "duration_ms", "latency_ms", "processing_time",
-    # who answered, and the request's own identity
-    "request_id", "req_id", "x_request_id", "x_amzn_request_id", "x_amz_request_id",
-    "trace_id", "x_trace_id", "span_id", "correlation_id", "x_correlation_id",
-    "response_id", "traceparent", "server", "served_by", "hostname",
-    # cache validators and one-time values
-    "etag", "nonce", "cache_status", "x_cache",
-)  # fmt: skip
+# Re-exported from the rule's one home, for the server's own readers.
+from loopwarden_client.novelty import VOLATILE_KEYS as VOLATILE_KEYS
+from loopwarden_client.novelty import VOLATILE_NAMES as VOLATILE_NAMES
+from loopwarden_client.novelty import key_name as key_name
 
-_SEPARATORS = re.compile(r"[\s_\-.:/]+")
-
-
-def key_name(name: Any) -> str:
-    """`Fetched-At`, `fetchedAt` and `fetched_at` are all `fetchedat`."""
-    return _SEPARATORS.sub("", str(name)).lower()
-
-
-VOLATILE_NAMES = frozenset(key_name(k) for k in VOLATILE_KEYS)
+from agents.guard.fingerprint import canonical_json, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -75,47 +54,17 @@ class ResultRules:
         }
 
 
-def _drop_volatile(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            key: _drop_volatile(item)
-            for key, item in value.items()
-            if key_name(key) not in VOLATILE_NAMES
-        }
-    if isinstance(value, list):
-        return [_drop_volatile(item) for item in value]
-    return value
-
-
-def _parsed(data: Any) -> Any:
-    """JSON text as its value: frameworks turn a tool's answer into text (LangChain's
-    ToolMessage, the OpenAI Agents SDK), and a stamp inside the text is a stamp all the same."""
-    if isinstance(data, str) and data[:1] in ("{", "["):
-        try:
-            return json.loads(data)
-        except ValueError:
-            return data
-    return data
-
-
 def effective_data(data: Any, rules: ResultRules) -> Any:
     """A copy of `data` without what the rules leave out; the caller's value is untouched.
 
     Data that is JSON text is judged by the value it holds.
     """
-    data = _parsed(data)
-    if rules.volatile_keys:
-        data = _drop_volatile(data)
-    if rules.ignore_fields and isinstance(data, dict):
-        data = copy.deepcopy(data) if not rules.volatile_keys else data
-        for path in rules.ignore_fields:
-            drop_field(data, path)
-    return data
+    return shared.effective_data(data, rules.ignore_fields, volatile_keys=rules.volatile_keys)
 
 
 def result_hash(data: Any, rules: ResultRules) -> str:
     """The data hash novelty judges by: sha256 of the canonical JSON of the effective data."""
-    return sha256_hex(canonical_json(effective_data(data, rules)))
+    return shared.result_hash(data, rules.ignore_fields, volatile_keys=rules.volatile_keys)
 
 
 # The pseudo key under which a result that is not a JSON object is digested as a whole.

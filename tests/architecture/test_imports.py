@@ -130,22 +130,41 @@ def test_the_cycle_check_sees_an_import_inside_a_function(tmp_path):
     assert cycles(graph) == [["agents.jobs", "agents.services.stops"]]
 
 
-def test_the_guard_core_imports_only_the_standard_library_and_itself():
+def imported_modules(path: Path) -> list[str]:
+    """The absolute modules a file imports (relative imports are banned by ruff)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.append(node.module or "")
+    return names
+
+
+# The novelty rule (volatile keys, result hash) has one home, the client distribution's pure
+# module, because clients that send only a data hash need it and must never import the server.
+SHARED_RULES = "loopwarden_client.novelty"
+
+
+def test_the_guard_core_imports_only_the_standard_library_itself_and_the_shared_rule():
     stdlib = sys.stdlib_module_names | {"__future__"}
     for name, path in project_modules().items():
         if not name.startswith("agents.guard"):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                heads = [alias.name.partition(".")[0] for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                heads = [(node.module or "").partition(".")[0]]
-            else:
+        for module in imported_modules(path):
+            head = module.partition(".")[0]
+            if module == SHARED_RULES or head in stdlib:
                 continue
-            outside = [h for h in heads if h not in stdlib and h != "agents"]
-            assert not outside, f"{name} imports {outside}"
-            if isinstance(node, ast.ImportFrom) and heads == ["agents"]:
-                assert (node.module or "").startswith("agents.guard"), name
+            assert module.startswith("agents.guard"), f"{name} imports {module}"
+
+
+def test_the_shared_rule_module_imports_only_the_standard_library():
+    import loopwarden_client.novelty as shared
+
+    stdlib = sys.stdlib_module_names | {"__future__"}
+    modules = imported_modules(Path(shared.__file__))
+    outside = [m for m in modules if m.partition(".")[0] not in stdlib]
+    assert not outside, f"{SHARED_RULES} imports {outside}"
 
 
 def test_the_import_contracts_hold():

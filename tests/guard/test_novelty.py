@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import pytest
+from loopwarden_client import novelty as shared
 
+from agents.guard import fingerprint
 from agents.guard.core import report_result
 from agents.guard.novelty import (
     VOLATILE_KEYS,
@@ -122,10 +124,14 @@ def test_the_proposal_needs_the_same_few_keys_changing_every_time():
     assert propose_ignored_keys(scattered, max_keys=3, min_pairs=2) == []
 
 
-def test_the_client_library_hashes_results_the_way_the_server_does():
-    """loopwarden_client mirrors these rules for clients that send a data_hash alone."""
-    client = pytest.importorskip("loopwarden_client.novelty")
-    assert client.VOLATILE_KEYS == VOLATILE_KEYS
+def test_the_server_hashes_with_the_client_librarys_rules():
+    """One home for the rules: `loopwarden_shared.novelty`, which a client that sends a
+    data_hash alone hashes with too. The server holds no copy (the very objects), and its
+    policy's rules reach the shared functions as they should."""
+    assert VOLATILE_KEYS is shared.VOLATILE_KEYS
+    assert VOLATILE_NAMES is shared.VOLATILE_NAMES
+    assert key_name is shared.key_name
+    assert fingerprint.drop_field is shared.drop_field
     samples = [
         {"rows": [{"id": 1, "ETag": "x"}], "Fetched-At": 1, "meta": {"shard": 2, "v": 1}},
         [{"requestId": "r", "n": 1}],
@@ -137,4 +143,4 @@ def test_the_client_library_hashes_results_the_way_the_server_does():
     for data in samples:
         for fields_, volatile in (((), True), (("meta.shard", "a.b"), True), (("rows",), False)):
             server = result_hash(data, ResultRules.of(fields_, volatile_keys=volatile))
-            assert client.result_hash(data, fields_, volatile_keys=volatile) == server
+            assert shared.result_hash(data, fields_, volatile_keys=volatile) == server

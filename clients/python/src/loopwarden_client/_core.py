@@ -168,6 +168,11 @@ class Api(Generic[D, L, A]):
     def _send(self, request: Request) -> Any:
         raise NotImplementedError
 
+    def _ask(self, name: str, body: JSON, task_id: str, *path: object) -> Any:
+        """A question to the guard (POST under the task): its STOP raises TaskStopped."""
+        path_ = api_path("tasks", task_id, *path)
+        return self._send(Request(name, "POST", path_, body, task_id=task_id, stop_raises=True))
+
     # agent endpoints
 
     def create_task(
@@ -213,10 +218,7 @@ class Api(Generic[D, L, A]):
         body = drop_none(
             model=model, est_prompt_tokens=est_prompt_tokens, max_output_tokens=max_output_tokens
         )
-        path = api_path("tasks", task_id, "model-calls")
-        return self._send(
-            Request("gate_model_call", "POST", path, body, task_id=task_id, stop_raises=True)
-        )
+        return self._ask("gate_model_call", body, task_id, "model-calls")
 
     def report_usage(
         self,
@@ -239,10 +241,7 @@ class Api(Generic[D, L, A]):
             tool_calls=[_model_tool_call(c) for c in tool_calls] if tool_calls else None,
             output_text=output_text,
         )
-        path = api_path("tasks", task_id, "model-calls", model_call, "usage")
-        return self._send(
-            Request("report_usage", "POST", path, body, task_id=task_id, stop_raises=True)
-        )
+        return self._ask("report_usage", body, task_id, "model-calls", model_call, "usage")
 
     def request_tool(
         self,
@@ -269,10 +268,7 @@ class Api(Generic[D, L, A]):
             call_id=call_id,
             model_call=model_call,
         )
-        path = api_path("tasks", task_id, "tool-calls")
-        return self._send(
-            Request("request_tool", "POST", path, body, task_id=task_id, stop_raises=True)
-        )
+        return self._ask("request_tool", body, task_id, "tool-calls")
 
     def report_result(self, task_id: str, tool_call: int, kind: str, **fields: Any) -> D:
         """Report an EXECUTE'd call's result: kind plus code, data, data_hash, wait_ms, job_id,
@@ -281,10 +277,7 @@ class Api(Generic[D, L, A]):
         COMPLETED by `evidence.done`; the sessions' `tool` returns in that case instead).
         """
         body = {"kind": kind, **drop_none(**fields)}
-        path = api_path("tasks", task_id, "tool-calls", tool_call, "result")
-        return self._send(
-            Request("report_result", "POST", path, body, task_id=task_id, stop_raises=True)
-        )
+        return self._ask("report_result", body, task_id, "tool-calls", tool_call, "result")
 
     def finish(
         self, task_id: str, *, evidence: Mapping[str, Any] | None = None, answer: str | None = None

@@ -22,7 +22,14 @@ from typing import Any, TypeVar
 
 import httpx
 
-from loopwarden_client._core import DEFAULT_WAIT_MS, REQUESTS, Request
+from loopwarden_client._core import (
+    DEFAULT_WAIT_MS,
+    REQUESTS,
+    DecisionHook,
+    Request,
+    parse_response,
+    throttle_delay,
+)
 from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.types import (
     BLOCK,
@@ -60,40 +67,62 @@ Flow = Generator[Request | Sleep | Invoke, Any, T]
 Send = Callable[[Request], Any]
 
 
-def _advance(flow: Flow[T], reply: Any, error: Exception | None) -> tuple[bool, Any]:
-    """Hand the last step's reply, or the exception it raised, back to the flow.
+class _Steps:
+    """A flow's steps, one at a time, and what each answered, handed back into the flow.
 
-    Returns (False, the flow's next step), or (True, its value) once the flow has returned.
-    Both drivers go through here, so they keep the same contract with the flows.
+    Iterate it for the steps; perform each inside `with steps:`, setting `steps.reply`. An
+    exception the step raises is caught there and thrown back into the flow at its `yield`.
+    Once the flow has returned, iteration ends and `value` holds what it returned. Both
+    drivers go through here, so they keep the same contract with the flows.
     """
-    try:
-        return False, (flow.throw(error) if error is not None else flow.send(reply))
-    except StopIteration as done:
-        return True, done.value
+
+    def __init__(self, flow: Flow[Any]) -> None:
+        self.flow = flow
+        self.reply: Any = None
+        self.error: Exception | None = None
+        self.value: Any = None
+
+    def __iter__(self) -> _Steps:
+        return self
+
+    def __next__(self) -> Request | Sleep | Invoke:
+        reply, error, self.reply, self.error = self.reply, self.error, None, None
+        try:
+            return self.flow.throw(error) if error is not None else self.flow.send(reply)
+        except StopIteration as done:
+            self.value = done.value
+            raise StopIteration from None
+
+    def __enter__(self) -> _Steps:
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> bool:
+        if isinstance(error, Exception):
+            self.error = error
+            return True
+        return False
 
 
 def drive(flow: Flow[T], send: Send, sleep: Callable[[float], None]) -> T:
     """Run a flow synchronously; a step's exception is thrown back into the flow."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
-        finished, step = _advance(flow, reply, error)
-        if finished:
-            return step
-        reply, error = None, None
-        try:
-            if isinstance(step, Request):
-                reply = send(step)
-            elif isinstance(step, Sleep):
-                sleep(step.seconds)
-            else:
-                reply = step.fn(*step.args)
-                if _inspect.isawaitable(reply):
-                    if asyncio.iscoroutine(reply):
-                        reply.close()
-                    raise TypeError(f"{step.fn!r} is async: use AsyncTaskSession or arun")
-        except Exception as exc:
-            error = exc
+    steps = _Steps(flow)
+    for step in steps:
+        with steps:
+            steps.reply = _perform(step, send, sleep)
+    return steps.value
+
+
+def _perform(step: Request | Sleep | Invoke, send: Send, sleep: Callable[[float], None]) -> Any:
+    if isinstance(step, Request):
+        return send(step)
+    if isinstance(step, Sleep):
+        return sleep(step.seconds)
+    reply = step.fn(*step.args)
+    if _inspect.isawaitable(reply):
+        if asyncio.iscoroutine(reply):
+            reply.close()
+        raise TypeError(f"{step.fn!r} is async: use AsyncTaskSession or arun")
+    return reply
 
 
 async def adrive(
@@ -102,24 +131,38 @@ async def adrive(
     sleep: Callable[[float], Awaitable[None]],
 ) -> T:
     """Run a flow asynchronously; application code may be sync or async."""
-    reply: Any = None
-    error: Exception | None = None
+    steps = _Steps(flow)
+    for step in steps:
+        with steps:
+            steps.reply = await _aperform(step, send, sleep)
+    return steps.value
+
+
+async def _aperform(
+    step: Request | Sleep | Invoke,
+    send: Callable[[Request], Awaitable[Any]],
+    sleep: Callable[[float], Awaitable[None]],
+) -> Any:
+    if isinstance(step, Request):
+        return await send(step)
+    if isinstance(step, Sleep):
+        return await sleep(step.seconds)
+    reply = step.fn(*step.args)
+    return await reply if _inspect.isawaitable(reply) else reply
+
+
+def send_flow(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
+    """One request as the clients send it: the driver's `send` transmits it and hands back the
+    HTTP response; a 429 `THROTTLED` is sent again after its Retry-After (`throttle_delay`),
+    up to `max_tries` sends; the answer is read by `parse_response`."""
+    tries = 1
     while True:
-        finished, step = _advance(flow, reply, error)
-        if finished:
-            return step
-        reply, error = None, None
-        try:
-            if isinstance(step, Request):
-                reply = await send(step)
-            elif isinstance(step, Sleep):
-                await sleep(step.seconds)
-            else:
-                reply = step.fn(*step.args)
-                if _inspect.isawaitable(reply):
-                    reply = await reply
-        except Exception as exc:
-            error = exc
+        response = yield request
+        delay = throttle_delay(response, tries, max_tries)
+        if delay is None:
+            return parse_response(request, response, hook)
+        yield Sleep(delay)
+        tries += 1
 
 
 def describe(exc: BaseException) -> str:
@@ -216,11 +259,17 @@ def tool_flow(
 def usage_flow(call: ModelCall, error: BaseException | None) -> Flow[bool]:
     """Report a model call's usage as its `with` block exits; `error` is what the block raised.
 
-    Returns False when there was no usage to report (the reservation will be charged). The
-    usage is reported on an exception too, if it was set: the money was spent. A failed report
-    then must not replace the block's own exception; it is noted on it instead.
+    Returns False when there was no usage to report: the reservation will be charged, which a
+    block that ended normally is warned about. The usage is reported on an exception too, if
+    it was set: the money was spent. A failed report then must not replace the block's own
+    exception; it is noted on it instead.
     """
     if call.reported_usage is None:
+        if error is None:
+            warn_at_caller(
+                f"model call {call.model_call} left without usage(); "
+                "its reservation will be charged"
+            )
         return False
     report = REQUESTS.report_usage(call.task_id, call.model_call, **call.reported_usage)
     if error is None:
@@ -270,11 +319,11 @@ def run_flow(
     execute: Callable[[str, Any], Any],
     inspect: Callable[[str, Any, Any], Any] | None,
     *,
-    max_rounds: int,
-    model: str | None,
-    est_prompt_tokens: int | None,
-    max_output_tokens: int | None,
-    max_wait_tries: int,
+    max_rounds: int = 100,
+    model: str | None = None,
+    est_prompt_tokens: int | None = None,
+    max_output_tokens: int | None = None,
+    max_wait_tries: int = 30,
 ) -> Flow[JSON]:
     """The agent loop of `run` and `arun`; returns the task JSON however it ends."""
     gate = {

@@ -18,36 +18,66 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Generic, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import httpx
 
-from loopwarden_client._core import (
-    Api,
-    DecisionHook,
-    Request,
-    http_options,
-    parse_response,
-    throttle_delay,
-)
-from loopwarden_client._flows import (
-    Flow,
-    adrive,
-    drive,
-    run_flow,
-    tool_flow,
-    usage_flow,
-    warn_at_caller,
-)
+from loopwarden_client._core import REQUESTS, Api, DecisionHook, Request, http_options
+from loopwarden_client._flows import Flow, adrive, drive, run_flow, send_flow, tool_flow, usage_flow
 from loopwarden_client.types import JSON, ModelCall, Plan, ToolOutcome
 
+D = TypeVar("D")  # what a call answering a JSON object returns
+L = TypeVar("L")  # ... a list of objects
+A = TypeVar("A")  # ... any JSON
 
-class Client(Api[JSON, list[JSON], Any]):
+
+class ClientOptions(TypedDict, total=False):
+    """What both clients take beside the URL, the token, the transport and the sleep: the HTTP
+    `timeout` in seconds (10), `on_decision(endpoint, request, answer)`, called with every guard
+    decision, and `max_throttle_tries` (5), the sends of one request throttled with a 429
+    `THROTTLED`, each after its Retry-After."""
+
+    timeout: float
+    on_decision: DecisionHook | None
+    max_throttle_tries: int
+
+
+class _Shell(Api[D, L, A]):
+    """What the two clients share: one HTTP connection pool and how every request is sent."""
+
+    def __init__(
+        self,
+        http: Callable[..., httpx.Client | httpx.AsyncClient],
+        base_url: str,
+        token: str,
+        transport: Any,
+        sleep: Callable[[float], Any],
+        *,
+        timeout: float = 10.0,
+        on_decision: DecisionHook | None = None,
+        max_throttle_tries: int = 5,
+    ) -> None:
+        self._http = http(transport=transport, **http_options(base_url, token, timeout))
+        self.on_decision = on_decision
+        self._sleep = sleep
+        self.max_throttle_tries = max_throttle_tries
+
+    def _sending(self, request: Request) -> Flow[Any]:
+        return send_flow(request, self.max_throttle_tries, self.on_decision)
+
+    def _transmit(self, request: Request) -> Any:
+        """The HTTP response (a coroutine of it, for the async client)."""
+        return self._http.request(
+            request.method, request.path, json=request.body, params=request.params
+        )
+
+
+class Client(_Shell[JSON, list[JSON], Any]):
     """Synchronous client. `on_decision(endpoint, request, answer)` sees every guard decision.
 
-    A 429 `THROTTLED` is sent again after its Retry-After, up to `max_throttle_tries` sends.
+    A 429 `THROTTLED` is sent again after its Retry-After, up to `max_throttle_tries` sends
+    (`options`: see `ClientOptions`).
     """
 
     def __init__(
@@ -55,38 +85,18 @@ class Client(Api[JSON, list[JSON], Any]):
         base_url: str,
         token: str,
         *,
-        timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
-        on_decision: DecisionHook | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        max_throttle_tries: int = 5,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self._http = httpx.Client(transport=transport, **http_options(base_url, token, timeout))
-        self.on_decision = on_decision
-        self._sleep = sleep
-        self.max_throttle_tries = max_throttle_tries
+        super().__init__(httpx.Client, base_url, token, transport, sleep, **options)
 
     def _send(self, request: Request) -> Any:
-        tries = 1
-        while True:
-            response = self._http.request(
-                request.method, request.path, json=request.body, params=request.params
-            )
-            delay = throttle_delay(response, tries, self.max_throttle_tries)
-            if delay is None:
-                return parse_response(request, response, self.on_decision)
-            self._sleep(delay)
-            tries += 1
+        return drive(self._sending(request), self._transmit, self._sleep)
 
-    def session(
-        self,
-        task_id: str,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-        max_wait_tries: int = 30,
-    ) -> TaskSession:
-        """A `TaskSession` bound to `task_id`."""
-        return TaskSession(self, task_id, sleep=sleep, max_wait_tries=max_wait_tries)
+    def session(self, task_id: str, **options: Unpack[SessionOptions]) -> TaskSession:
+        """A `TaskSession` bound to `task_id` (`sleep`, `max_wait_tries`: see the session)."""
+        return TaskSession(self, task_id, **options)
 
     def close(self) -> None:
         self._http.close()
@@ -98,7 +108,7 @@ class Client(Api[JSON, list[JSON], Any]):
         self.close()
 
 
-class AsyncClient(Api[Awaitable[JSON], Awaitable[list[JSON]], Awaitable[Any]]):
+class AsyncClient(_Shell[Awaitable[JSON], Awaitable[list[JSON]], Awaitable[Any]]):
     """Asynchronous client: the same methods as `Client`, as coroutines."""
 
     def __init__(
@@ -106,39 +116,18 @@ class AsyncClient(Api[Awaitable[JSON], Awaitable[list[JSON]], Awaitable[Any]]):
         base_url: str,
         token: str,
         *,
-        timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
-        on_decision: DecisionHook | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        max_throttle_tries: int = 5,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        options = http_options(base_url, token, timeout)
-        self._http = httpx.AsyncClient(transport=transport, **options)
-        self.on_decision = on_decision
-        self._sleep = sleep
-        self.max_throttle_tries = max_throttle_tries
+        super().__init__(httpx.AsyncClient, base_url, token, transport, sleep, **options)
 
     async def _send(self, request: Request) -> Any:
-        tries = 1
-        while True:
-            response = await self._http.request(
-                request.method, request.path, json=request.body, params=request.params
-            )
-            delay = throttle_delay(response, tries, self.max_throttle_tries)
-            if delay is None:
-                return parse_response(request, response, self.on_decision)
-            await self._sleep(delay)
-            tries += 1
+        return await adrive(self._sending(request), self._transmit, self._sleep)
 
-    def session(
-        self,
-        task_id: str,
-        *,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        max_wait_tries: int = 30,
-    ) -> AsyncTaskSession:
-        """An `AsyncTaskSession` bound to `task_id`."""
-        return AsyncTaskSession(self, task_id, sleep=sleep, max_wait_tries=max_wait_tries)
+    def session(self, task_id: str, **options: Unpack[SessionOptions]) -> AsyncTaskSession:
+        """An `AsyncTaskSession` bound to `task_id` (`sleep`, `max_wait_tries`: see the session)."""
+        return AsyncTaskSession(self, task_id, **options)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -152,28 +141,125 @@ class AsyncClient(Api[Awaitable[JSON], Awaitable[list[JSON]], Awaitable[Any]]):
 
 # -- sessions ----------------------------------------------------------------------------------
 
+
+class SessionOptions(TypedDict, total=False):
+    """A session's settings: how it sleeps out a WAIT (the session's kind of sleep: plain for
+    `TaskSession`, awaitable for `AsyncTaskSession`) and how many WAITs it sleeps out."""
+
+    sleep: Callable[[float], Any]
+    max_wait_tries: int
+
+
+class ToolOptions(TypedDict, total=False):
+    """How one tool call is guarded; see `TaskSession.tool`."""
+
+    effect: str
+    operation_key: str | None
+    job_id: str | None
+    inspect: Callable[[Any], Any] | None
+    call_id: str | None
+    model_call: int | None
+
+
+class _Scope:
+    """One model call's `with` block: gated on entry, its usage reported on exit.
+
+    The usage is reported on an exception too, if it was set: the money was spent.
+    """
+
+    def __init__(self, session: Any, gate: Request) -> None:
+        self.session = session
+        self.gate = gate
+        self.call: ModelCall | None = None
+
+    def _allowed(self, answer: JSON) -> ModelCall:
+        self.call = ModelCall(self.session.task_id, int(answer["model_call"]), answer.get("round"))
+        self.session.last_model_call = self.call.model_call
+        return self.call
+
+    def _settle(self, error: BaseException | None) -> Any:
+        assert self.call is not None
+        return self.session.drive(usage_flow(self.call, error))
+
+
+class ModelCallScope(_Scope):
+    """`with session.model_call(...) as call:` (TaskStopped on STOP)."""
+
+    def __enter__(self) -> ModelCall:
+        return self._allowed(self.session.client._send(self.gate))
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._settle(exc_info[1])
+
+
+class AsyncModelCallScope(_Scope):
+    """`async with session.model_call(...) as call:` (TaskStopped on STOP)."""
+
+    async def __aenter__(self) -> ModelCall:
+        return self._allowed(await self.session.client._send(self.gate))
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._settle(exc_info[1])
+
+
 C = TypeVar("C", "Client", "AsyncClient")
+R = TypeVar("R")  # what a session call returns: JSON, or an awaitable of it
+M = TypeVar("M", ModelCallScope, AsyncModelCallScope)
 
 
-class _SessionBase(Generic[C]):
-    """State shared by the sync and async sessions: the task, the last model call, the waits.
+def _message(flow: Flow[ToolOutcome]) -> Flow[JSON]:
+    outcome = yield from flow
+    return outcome.message
+
+
+class _SessionBase(Generic[C, R, M]):
+    """Helpers bound to one task, written once for the sync and async sessions; the two differ
+    only in how they drive a flow and in their kind of sleep.
 
     `report` is set once a tool result completed the task (COMPLETED on the verifier's
     evidence): the agent's loop should end there, since the next gate answers STOP.
     """
 
-    def __init__(self, client: C, task_id: str, *, sleep: Any, max_wait_tries: int = 30) -> None:
+    _scope: type[M]
+    _default_sleep: Callable[[float], Any]
+
+    def __init__(
+        self,
+        client: C,
+        task_id: str,
+        *,
+        sleep: Callable[[float], Any] | None = None,
+        max_wait_tries: int = 30,
+    ) -> None:
         self.client = client
         self.task_id = str(task_id)
         self.last_model_call: int | None = None
         self.report: JSON | None = None
-        self.sleep = sleep
+        self.sleep = sleep if sleep is not None else type(self)._default_sleep
         self.max_wait_tries = max_wait_tries
 
-    def _allowed(self, answer: JSON) -> ModelCall:
-        call = ModelCall(self.task_id, int(answer["model_call"]), answer.get("round"))
-        self.last_model_call = call.model_call
-        return call
+    def drive(self, flow: Flow[Any]) -> Any:
+        """Run a flow with this session's client and sleep (awaitable for the async session)."""
+        raise NotImplementedError
+
+    def model_call(
+        self,
+        *,
+        model: str | None = None,
+        est_prompt_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+    ) -> M:
+        """Gate (TaskStopped on STOP), yield the handle, report its usage on exit.
+
+        The usage is reported on an exception too, if it was set: the money was spent.
+        """
+        gate = REQUESTS.gate_model_call(
+            self.task_id,
+            model=model,
+            est_prompt_tokens=est_prompt_tokens,
+            max_output_tokens=max_output_tokens,
+        )
+        return self._scope(self, gate)
 
     def tool_flow(
         self,
@@ -206,71 +292,13 @@ class _SessionBase(Generic[C]):
             self.report = outcome.report
         return outcome
 
-
-def _unreported(call: ModelCall) -> None:
-    warn_at_caller(
-        f"model call {call.model_call} left without usage(); its reservation will be charged"
-    )
-
-
-class TaskSession(_SessionBase["Client"]):
-    """Helpers bound to one task: wrap each model call and each tool execution."""
-
-    def __init__(
-        self,
-        client: Client,
-        task_id: str,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-        max_wait_tries: int = 30,
-    ) -> None:
-        super().__init__(client, task_id, sleep=sleep, max_wait_tries=max_wait_tries)
-
-    def drive(self, flow: Flow[Any]) -> Any:
-        """Run a flow with this session's client and sleep."""
-        return drive(flow, self.client._send, self.sleep)
-
-    @contextmanager
-    def model_call(
-        self,
-        *,
-        model: str | None = None,
-        est_prompt_tokens: int | None = None,
-        max_output_tokens: int | None = None,
-    ) -> Iterator[ModelCall]:
-        """Gate (TaskStopped on STOP), yield the handle, report its usage on exit.
-
-        The usage is reported on an exception too, if it was set: the money was spent.
-        """
-        call = self._allowed(
-            self.client.gate_model_call(
-                self.task_id,
-                model=model,
-                est_prompt_tokens=est_prompt_tokens,
-                max_output_tokens=max_output_tokens,
-            )
-        )
-        try:
-            yield call
-        except BaseException as error:
-            self.drive(usage_flow(call, error))
-            raise
-        if not self.drive(usage_flow(call, None)):
-            _unreported(call)
-
     def tool(
         self,
         tool: str,
         args: Mapping[str, Any],
         execute: Callable[[Any], Any],
-        *,
-        effect: str = "read",
-        operation_key: str | None = None,
-        job_id: str | None = None,
-        inspect: Callable[[Any], Any] | None = None,
-        call_id: str | None = None,
-        model_call: int | None = None,
-    ) -> JSON:
+        **options: Unpack[ToolOptions],
+    ) -> R:
         """Run one tool call under the guard and return the tool message for the model.
 
         EXECUTE runs `execute(args)`, which returns a `ToolReport` or plain data (SUCCESS);
@@ -279,119 +307,59 @@ class TaskSession(_SessionBase["Client"]):
         stored result, BLOCK the guard's observation; WAIT (up to `max_wait_tries` requests)
         and a result's `wait_ms` are slept out. Raises TaskStopped on STOP, chained to the
         tool's exception if there was one; a result that completes the task returns normally
-        and sets `self.report`. `model_call` defaults to the last gated call.
+        and sets `self.report`. `model_call` defaults to the last gated call. For the async
+        session, `execute` and `inspect` may be sync or async.
         """
-        flow = self.tool_flow(
-            tool,
-            args,
-            execute,
-            effect=effect,
-            operation_key=operation_key,
-            job_id=job_id,
-            inspect=inspect,
-            call_id=call_id,
-            model_call=model_call,
-        )
-        return self.drive(flow).message
+        return self.drive(_message(self.tool_flow(tool, args, execute, **options)))
 
-    def finish(self, evidence: Mapping[str, Any] | None = None, answer: str | None = None) -> JSON:
+    def finish(self, evidence: Mapping[str, Any] | None = None, answer: str | None = None) -> R:
         """Declare the task done; returns the task (COMPLETED only with `evidence.done`)."""
-        return self.client.finish(self.task_id, evidence=evidence, answer=answer)
+        return self.client._send(REQUESTS.finish(self.task_id, evidence=evidence, answer=answer))
 
-    def stop(self, reason: str | None = None) -> JSON:
+    def stop(self, reason: str | None = None) -> R:
         """Stop the task (agent_stop); returns the task."""
-        return self.client.stop(self.task_id, reason=reason)
+        return self.client._send(REQUESTS.stop(self.task_id, reason=reason))
 
-    def get(self) -> JSON:
+    def get(self) -> R:
         """The task as it is now."""
-        return self.client.get_task(self.task_id)
+        return self.client._send(REQUESTS.get_task(self.task_id))
 
 
-class AsyncTaskSession(_SessionBase["AsyncClient"]):
-    """`TaskSession` for `AsyncClient`; `execute` and `inspect` may be sync or async."""
+class TaskSession(_SessionBase["Client", JSON, ModelCallScope]):
+    """Helpers bound to one task: wrap each model call and each tool execution."""
 
-    def __init__(
-        self,
-        client: AsyncClient,
-        task_id: str,
-        *,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        max_wait_tries: int = 30,
-    ) -> None:
-        super().__init__(client, task_id, sleep=sleep, max_wait_tries=max_wait_tries)
+    _scope = ModelCallScope
+    _default_sleep = staticmethod(time.sleep)
 
-    async def drive(self, flow: Flow[Any]) -> Any:
+    def drive(self, flow: Flow[Any]) -> Any:
         """Run a flow with this session's client and sleep."""
-        return await adrive(flow, self.client._send, self.sleep)
+        return drive(flow, self.client._send, self.sleep)
 
-    @asynccontextmanager
-    async def model_call(
-        self,
-        *,
-        model: str | None = None,
-        est_prompt_tokens: int | None = None,
-        max_output_tokens: int | None = None,
-    ) -> AsyncIterator[ModelCall]:
-        """See `TaskSession.model_call`."""
-        call = self._allowed(
-            await self.client.gate_model_call(
-                self.task_id,
-                model=model,
-                est_prompt_tokens=est_prompt_tokens,
-                max_output_tokens=max_output_tokens,
-            )
-        )
-        try:
-            yield call
-        except BaseException as error:
-            await self.drive(usage_flow(call, error))
-            raise
-        if not await self.drive(usage_flow(call, None)):
-            _unreported(call)
 
-    async def tool(
-        self,
-        tool: str,
-        args: Mapping[str, Any],
-        execute: Callable[[Any], Any],
-        *,
-        effect: str = "read",
-        operation_key: str | None = None,
-        job_id: str | None = None,
-        inspect: Callable[[Any], Any] | None = None,
-        call_id: str | None = None,
-        model_call: int | None = None,
-    ) -> JSON:
-        """See `TaskSession.tool`."""
-        flow = self.tool_flow(
-            tool,
-            args,
-            execute,
-            effect=effect,
-            operation_key=operation_key,
-            job_id=job_id,
-            inspect=inspect,
-            call_id=call_id,
-            model_call=model_call,
-        )
-        return (await self.drive(flow)).message
+class AsyncTaskSession(_SessionBase["AsyncClient", Awaitable[JSON], AsyncModelCallScope]):
+    """`TaskSession` for `AsyncClient`: the same methods, as coroutines."""
 
-    async def finish(
-        self, evidence: Mapping[str, Any] | None = None, answer: str | None = None
-    ) -> JSON:
-        """Declare the task done; returns the task (COMPLETED only with `evidence.done`)."""
-        return await self.client.finish(self.task_id, evidence=evidence, answer=answer)
+    _scope = AsyncModelCallScope
+    _default_sleep = staticmethod(asyncio.sleep)
 
-    async def stop(self, reason: str | None = None) -> JSON:
-        """Stop the task (agent_stop); returns the task."""
-        return await self.client.stop(self.task_id, reason=reason)
-
-    async def get(self) -> JSON:
-        """The task as it is now."""
-        return await self.client.get_task(self.task_id)
+    def drive(self, flow: Flow[Any]) -> Awaitable[Any]:
+        """Run a flow with this session's client and sleep."""
+        return adrive(flow, self.client._send, self.sleep)
 
 
 # -- run ---------------------------------------------------------------------------------------
+
+
+class RunOptions(TypedDict, total=False):
+    """How `run` and `arun` drive the loop: at most `max_rounds` rounds (100), each model gate
+    sent with `model`, `est_prompt_tokens` and `max_output_tokens`, and up to `max_wait_tries`
+    WAITs (30) slept out per tool call."""
+
+    max_rounds: int
+    model: str | None
+    est_prompt_tokens: int | None
+    max_output_tokens: int | None
+    max_wait_tries: int
 
 
 def run(
@@ -401,12 +369,8 @@ def run(
     execute: Callable[[str, Any], Any],
     inspect: Callable[[str, Any, Any], Any] | None = None,
     *,
-    max_rounds: int = 100,
-    model: str | None = None,
-    est_prompt_tokens: int | None = None,
-    max_output_tokens: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    max_wait_tries: int = 30,
+    **options: Unpack[RunOptions],
 ) -> JSON:
     """Drive a whole agent loop under the guard and return the final task JSON.
 
@@ -416,20 +380,9 @@ def run(
     (`{"role": "assistant", ...}` then `{"role": "tool", "name", "args", "content"}` items).
     However the loop ends, completed or stopped by the guard, the task is returned (never
     raised): its `state` and `report` say how. After `max_rounds` the task is stopped
-    (agent_stop) rather than left running.
+    (agent_stop) rather than left running. `options`: see `RunOptions`.
     """
-    flow = run_flow(
-        str(task_id),
-        plan,
-        execute,
-        inspect,
-        max_rounds=max_rounds,
-        model=model,
-        est_prompt_tokens=est_prompt_tokens,
-        max_output_tokens=max_output_tokens,
-        max_wait_tries=max_wait_tries,
-    )
-    return drive(flow, client._send, sleep)
+    return drive(run_flow(str(task_id), plan, execute, inspect, **options), client._send, sleep)
 
 
 async def arun(
@@ -439,23 +392,9 @@ async def arun(
     execute: Callable[[str, Any], Any],
     inspect: Callable[[str, Any, Any], Any] | None = None,
     *,
-    max_rounds: int = 100,
-    model: str | None = None,
-    est_prompt_tokens: int | None = None,
-    max_output_tokens: int | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    max_wait_tries: int = 30,
+    **options: Unpack[RunOptions],
 ) -> JSON:
     """`run` for `AsyncClient`; `plan`, `execute` and `inspect` may be sync or async."""
-    flow = run_flow(
-        str(task_id),
-        plan,
-        execute,
-        inspect,
-        max_rounds=max_rounds,
-        model=model,
-        est_prompt_tokens=est_prompt_tokens,
-        max_output_tokens=max_output_tokens,
-        max_wait_tries=max_wait_tries,
-    )
+    flow = run_flow(str(task_id), plan, execute, inspect, **options)
     return await adrive(flow, client._send, sleep)

@@ -28,10 +28,10 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from loopwarden_client._core import REQUESTS
-from loopwarden_client._flows import Flow, adrive
+from loopwarden_client._flows import Flow, Invoke, adrive
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
 from loopwarden_client.novelty import result_hash
@@ -125,6 +125,46 @@ def data_hash(data: Any) -> str:
     return result_hash(data)
 
 
+class GuardOptions(TypedDict, total=False):
+    """What every adapter (and `Guard`) takes beside the session.
+
+    `tools`: per tool name, `read()` (the default) or `write(key=...)`. `evidence(tool, args,
+    data)`: the application's verifier; without it each result is sent with its data hash
+    (run the agent under the `novelty` profile). `est_prompt_tokens` and `max_output_tokens`
+    go to every model gate.
+    """
+
+    tools: Mapping[str, ToolSpec | str] | None
+    evidence: Evidence | None
+    est_prompt_tokens: int | None
+    max_output_tokens: int | None
+
+
+def needs_extra(module: str, extra: str) -> ImportError:
+    """The error an adapter raises when its framework is not installed: it names the extra."""
+    return ImportError(
+        f"{module} needs the {extra!r} extra: pip install 'loopwarden-client[{extra}]'"
+    )
+
+
+def provider_counts(prompt: int | None, completion: int | None) -> tuple[int | None, int | None]:
+    """A provider's token counts, or (None, None) when it sent none (both zero or missing):
+    nothing is reported then, and the gate's reservation is charged."""
+    if not prompt and not completion:
+        return None, None
+    return prompt, completion
+
+
+# What `Guard.model_turn` answers when the task was stopped (the model was not called, or its
+# usage report stopped the task): the adapter ends the run with its stop message.
+class _Stopped:
+    def __repr__(self) -> str:
+        return "STOPPED"
+
+
+STOPPED = _Stopped()
+
+
 def stop_text(report: Mapping[str, Any]) -> str:
     """The final message a framework run ends with when the guard stopped the task."""
     state, reason, code = report.get("state"), report.get("reason"), report.get("code")
@@ -136,6 +176,17 @@ def stop_text(report: Mapping[str, Any]) -> str:
     if report.get("resume_condition"):
         text += f". {report['resume_condition']}"
     return text
+
+
+class Adapter:
+    """What the adapters' objects share: their `Guard`, and its stop report as `report`."""
+
+    guard: Guard
+
+    @property
+    def report(self) -> JSON | None:
+        """The stop report, once the task ended."""
+        return self.guard.report
 
 
 class Guard:
@@ -208,6 +259,23 @@ class Guard:
             return None
         self.session.last_model_call = int(answer["model_call"])
         return self.session.last_model_call
+
+    def model_turn(
+        self,
+        model: str | None,
+        call_model: Callable[[], Any],
+        usage: Callable[[int, Any], Flow[bool]],
+    ) -> Flow[Any]:
+        """One model call under the guard: the gate, then `call_model()` (sync or async), then
+        `usage(model_call, response)` (a flow of `usage`). The response, or `STOPPED` when the
+        gate or the usage report stopped the task."""
+        model_call = yield from self.gate(model)
+        if model_call is None:
+            return STOPPED
+        response = yield Invoke(call_model, ())
+        if not (yield from usage(model_call, response)):
+            return STOPPED
+        return response
 
     def usage(
         self,

@@ -22,79 +22,56 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, Unpack
+
+from loopwarden_client.guard import needs_extra
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain.agents.middleware.types import ExtendedModelResponse
     from langchain_core.messages import AIMessage, ToolMessage
 except ImportError as exc:  # the extra is missing: say which one
-    raise ImportError(
-        f"{__name__} needs the 'langchain' extra: pip install 'loopwarden-client[langchain]'"
-    ) from exc
+    raise needs_extra(__name__, "langchain") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.guard import Evidence, Guard, ToolSpec, jsonable
+from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, jsonable
 from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, ToolReport
 
 __all__ = ["LoopwardenMiddleware"]
 
 
-class LoopwardenMiddleware(AgentMiddleware):
+class LoopwardenMiddleware(AgentMiddleware, Adapter):
     """Asks Loopwarden before every model call and every tool call of a LangChain agent.
 
     `session`: a `TaskSession` (sync and async runs) or an `AsyncTaskSession` (async runs).
-    `tools`: per tool name, `read()` (the default) or `write(key=...)`. `evidence(tool, args,
-    data)`: the application's verifier; without it each result is sent with its data hash
-    (run the agent under the `novelty` profile). `report` holds the stop report once the task
-    has ended.
+    `options`: see `loopwarden_client.guard.GuardOptions`. `report` holds the stop report once
+    the task has ended.
     """
 
     def __init__(
-        self,
-        session: TaskSession | AsyncTaskSession,
-        *,
-        tools: Mapping[str, ToolSpec | str] | None = None,
-        evidence: Evidence | None = None,
-        est_prompt_tokens: int | None = None,
-        max_output_tokens: int | None = None,
+        self, session: TaskSession | AsyncTaskSession, **options: Unpack[GuardOptions]
     ) -> None:
         super().__init__()
-        self.guard = Guard(
-            session,
-            tools=tools,
-            evidence=evidence,
-            est_prompt_tokens=est_prompt_tokens,
-            max_output_tokens=max_output_tokens,
-        )
-
-    @property
-    def report(self) -> dict[str, Any] | None:
-        return self.guard.report
+        self.guard = Guard(session, **options)
 
     # -- model calls
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> Any:
-        model_call = self.guard.run(self.guard.gate(_model_name(request)))
-        if model_call is None:
-            return self._stopped()
-        response = handler(request)
-        if not self.guard.run(self._usage(model_call, response)):
-            return self._stopped()
-        return response
+        return self._answered(self.guard.run(self._turn(request, handler)))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> Any:
-        model_call = await self.guard.arun(self.guard.gate(_model_name(request)))
-        if model_call is None:
-            return self._stopped()
-        response = await handler(request)
-        if not await self.guard.arun(self._usage(model_call, response)):
-            return self._stopped()
-        return response
+        return self._answered(await self.guard.arun(self._turn(request, handler)))
+
+    def _turn(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]):
+        return self.guard.model_turn(_model_name(request), partial(handler, request), self._usage)
+
+    def _answered(self, response: Any) -> Any:
+        return self._stopped() if response is STOPPED else response
 
     def _usage(self, model_call: int, response: Any):
         message = _ai_message(response)

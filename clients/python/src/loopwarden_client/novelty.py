@@ -1,4 +1,4 @@
-"""The server's rules for the `novelty` data hash, for clients that send a hash without data.
+"""The rules for the `novelty` data hash: the one definition, applied by the server and clients.
 
 When a result carries `data`, Loopwarden hashes it itself, without the tool policy's
 `ignore_result_fields` and the built-in volatile keys below, and a `data_hash` sent beside the
@@ -7,8 +7,10 @@ that keeps its data to itself and sends only `data_hash` must hash the way the s
 `result_hash(data, ignore_result_fields=[...the tool policy's...])`, with
 `volatile_keys=False` when the admin switched the defaults off for that tool.
 
-This mirrors `agents/guard/novelty.py` of the server (the client never imports the server); a
-server test checks that the two lists and hashes agree.
+The server's guard core (`agents/guard/novelty.py`) hashes with these very functions, and its
+argument fingerprints drop `ignore_fields` with `drop_field`: the rule lives here, in the pure
+Python distribution both sides install (the client never imports the server). Keep the
+`VOLATILE_KEYS` list in step with docs/API.md.
 """
 
 from __future__ import annotations
@@ -59,8 +61,13 @@ def _drop_volatile(value: Any) -> Any:
     return value
 
 
-def _drop_field(data: dict[str, Any], path: str) -> None:
-    """A top-level key, or a dotted path into nested objects; a literal key with a dot wins."""
+def drop_field(data: dict[str, Any], path: str) -> None:
+    """Remove one ignored path in place: a top-level key, or a dotted path into nested objects.
+
+    A literal top-level key wins over the dotted reading, so a field really named "a.b" can
+    still be ignored. A path that does not exist is not an error: a policy lists fields that
+    *may* be present. The server uses it for a tool's `ignore_fields` (arguments) too.
+    """
     if path in data:
         del data[path]
         return
@@ -96,7 +103,7 @@ def effective_data(
     if isinstance(data, dict):
         for path in ignore_result_fields:
             if isinstance(path, str) and path:
-                _drop_field(data, path)
+                drop_field(data, path)
     return data
 
 

@@ -25,7 +25,10 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, Unpack
+
+from loopwarden_client.guard import needs_extra
 
 try:
     from agents.exceptions import AgentsException
@@ -41,14 +44,11 @@ try:
 
     from agents import Agent, FunctionTool, Model, ModelResponse, Usage
 except ImportError as exc:  # the extra is missing: say which one
-    raise ImportError(
-        f"{__name__} needs the 'openai-agents' extra: "
-        f"pip install 'loopwarden-client[openai-agents]'"
-    ) from exc
+    raise needs_extra(__name__, "openai-agents") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
-from loopwarden_client.guard import Evidence, Guard, ToolSpec, jsonable
+from loopwarden_client.guard import STOPPED, Guard, GuardOptions, jsonable, provider_counts
 from loopwarden_client.types import EXECUTE, ToolReport
 
 __all__ = ["AgentTaskStopped", "GuardedModel", "guard_agent"]
@@ -59,28 +59,16 @@ class AgentTaskStopped(TaskStopped, AgentsException):
 
 
 def guard_agent(
-    agent: Agent[Any],
-    session: TaskSession | AsyncTaskSession,
-    *,
-    tools: Mapping[str, ToolSpec | str] | None = None,
-    evidence: Evidence | None = None,
-    est_prompt_tokens: int | None = None,
-    max_output_tokens: int | None = None,
+    agent: Agent[Any], session: TaskSession | AsyncTaskSession, **options: Unpack[GuardOptions]
 ) -> Agent[Any]:
     """A clone of `agent` whose model calls and function tools ask Loopwarden first.
 
     `session`: a `TaskSession` (its requests run in a worker thread; fits `Runner.run_sync`)
-    or an `AsyncTaskSession`. `tools`: per tool name, `read()` (the default) or `write(key=...)`;
-    a declared tool the agent does not have is refused. The clone's `loopwarden` attribute is
-    the `Guard` (its `report` holds the stop report once the task ended).
+    or an `AsyncTaskSession`. `options`: see `loopwarden_client.guard.GuardOptions`; a declared
+    tool the agent does not have is refused. The clone's `loopwarden` attribute is the `Guard`
+    (its `report` holds the stop report once the task ended).
     """
-    guard = Guard(
-        session,
-        tools=tools,
-        evidence=evidence,
-        est_prompt_tokens=est_prompt_tokens,
-        max_output_tokens=max_output_tokens,
-    )
+    guard = Guard(session, **options)
     names = set()
     guarded_tools = []
     for tool in agent.tools:
@@ -143,14 +131,12 @@ class GuardedModel(Model):
         return name if isinstance(name, str) else None
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        model_call = await self.guard.arun(self.guard.gate(self._name()))
-        if model_call is None:
-            return self._stopped()
-        response = await self.model.get_response(*args, **kwargs)
-        usage = response.usage
-        if not await self.guard.arun(self._usage(model_call, usage, response.output)):
-            return self._stopped()
-        return response
+        call_model = partial(self.model.get_response, *args, **kwargs)
+        response = await self.guard.arun(self.guard.model_turn(self._name(), call_model, self._of))
+        return self._stopped() if response is STOPPED else response
+
+    def _of(self, model_call: int, response: ModelResponse):
+        return self._usage(model_call, response.usage, response.output)
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         model_call = await self.guard.arun(self.guard.gate(self._name()))
@@ -169,10 +155,9 @@ class GuardedModel(Model):
         await self.model.close()
 
     def _usage(self, model_call: int, usage: Any, output: list[Any]):
-        prompt = getattr(usage, "input_tokens", None) if usage is not None else None
-        completion = getattr(usage, "output_tokens", None) if usage is not None else None
-        if not prompt and not completion:
-            prompt = completion = None  # the provider sent none: the reservation is charged
+        prompt, completion = provider_counts(
+            getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)
+        )
         calls = [{"name": item.name, "args": _arguments(item.arguments)}
                  for item in output if isinstance(item, ResponseFunctionToolCall)]  # fmt: skip
         texts = [part.text for item in output if isinstance(item, ResponseOutputMessage)

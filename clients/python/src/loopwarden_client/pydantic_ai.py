@@ -20,73 +20,53 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from functools import partial
+from typing import Any, Unpack
+
+from loopwarden_client.guard import needs_extra
 
 try:
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 except ImportError as exc:  # the extra is missing: say which one
-    raise ImportError(
-        f"{__name__} needs the 'pydantic-ai' extra: pip install 'loopwarden-client[pydantic-ai]'"
-    ) from exc
+    raise needs_extra(__name__, "pydantic-ai") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.guard import Evidence, Guard, ToolSpec, jsonable
+from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, jsonable, provider_counts
 from loopwarden_client.types import EXECUTE, ToolReport
 
 __all__ = ["LoopwardenCapability"]
 
 
-class LoopwardenCapability(AbstractCapability[Any]):
+class LoopwardenCapability(AbstractCapability[Any], Adapter):
     """Asks Loopwarden before every model request and every tool execution of an agent.
 
     `session`: a `TaskSession` (its requests run in a worker thread; fits `run_sync`) or an
-    `AsyncTaskSession`. `tools`: per tool name, `read()` (the default) or `write(key=...)`.
-    `evidence(tool, args, data)`: the application's verifier; without it each result is sent
-    with its data hash (run the agent under the `novelty` profile). `report` holds the stop
-    report once the task ended.
+    `AsyncTaskSession`. `options`: see `loopwarden_client.guard.GuardOptions`. `report` holds
+    the stop report once the task ended.
     """
 
     def __init__(
-        self,
-        session: TaskSession | AsyncTaskSession,
-        *,
-        tools: Mapping[str, ToolSpec | str] | None = None,
-        evidence: Evidence | None = None,
-        est_prompt_tokens: int | None = None,
-        max_output_tokens: int | None = None,
+        self, session: TaskSession | AsyncTaskSession, **options: Unpack[GuardOptions]
     ) -> None:
-        self.guard = Guard(
-            session,
-            tools=tools,
-            evidence=evidence,
-            est_prompt_tokens=est_prompt_tokens,
-            max_output_tokens=max_output_tokens,
-        )
+        self.guard = Guard(session, **options)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return None  # holds a live session: not built from a spec
 
-    @property
-    def report(self) -> dict[str, Any] | None:
-        return self.guard.report
-
     async def wrap_model_request(self, ctx: Any, *, request_context: Any, handler: Any) -> Any:
         name = getattr(request_context.model, "model_name", None)
-        model_call = await self.guard.arun(self.guard.gate(name if isinstance(name, str) else None))
-        if model_call is None:
-            return self._stopped()
-        response = await handler(request_context)
-        if not await self.guard.arun(self._usage(model_call, response)):
-            return self._stopped()
-        return response
+        turn = self.guard.model_turn(
+            name if isinstance(name, str) else None, partial(handler, request_context), self._usage
+        )
+        response = await self.guard.arun(turn)
+        return self._stopped() if response is STOPPED else response
 
     def _usage(self, model_call: int, response: ModelResponse):
-        usage = response.usage
-        prompt, completion = usage.input_tokens, usage.output_tokens
-        if not prompt and not completion:
-            prompt = completion = None  # the provider sent none: the reservation is charged
+        prompt, completion = provider_counts(
+            response.usage.input_tokens, response.usage.output_tokens
+        )
         calls = [{"name": part.tool_name, "args": part.args_as_dict()}
                  for part in response.parts if isinstance(part, ToolCallPart)]  # fmt: skip
         text = "".join(part.content for part in response.parts if isinstance(part, TextPart))

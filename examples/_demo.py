@@ -1,0 +1,68 @@
+"""What the three examples share: the story they play, its two tools, and how a run is shown.
+
+The scripted model loops: it asks for the same search again and again (the search runs twice,
+then Loopwarden stops the task as a loop, GUARD_LOOP_DETECTED), then, in a second task, pays
+an invoice whose response is lost (NO_RESULT: the payment may have happened, so the task
+waits for a human: NEEDS_HUMAN). Not an example itself: each `guard_*.py` beside it imports
+it and adds its framework's agent. Against a running `./dev run`:
+
+    export LOOPWARDEN_TOKEN=$(python manage.py create_agent example-bot \
+        --profile novelty | tail -n1)
+    python examples/guard_langchain.py   # or guard_openai_agents.py, guard_pydantic_ai.py
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from loopwarden_client import Client, TaskSession, TaskStopped
+from loopwarden_client.guard import write
+
+URL = os.environ.get("LOOPWARDEN_URL", "http://127.0.0.1:8000/api/v1/")
+TOKEN = os.environ["LOOPWARDEN_TOKEN"]
+INVOICE = f"INV-{uuid.uuid4().hex[:6]}"
+TOOLS = {"pay": write(key="pay-{invoice}")}  # how each payment's operation key is derived
+
+# (goal, the tool call the model keeps asking for, its arguments)
+TASKS = [
+    ("Find the refund policy", "search", {"query": "refund policy"}),
+    (f"Pay invoice {INVOICE}", "pay", {"invoice": INVOICE, "amount": "1250.00"}),
+]
+
+# build(session, tool, args) -> (what holds the stop report as `report`, run(goal))
+Build = Callable[[TaskSession, str, dict[str, Any]], tuple[Any, Callable[[str], object]]]
+
+
+def search(query: str) -> str:
+    """Search the knowledge base."""
+    print(f"  search({query!r}) ran")
+    return "Refunds take 5 days."
+
+
+def pay(invoice: str, amount: str) -> str:
+    """Pay an invoice."""
+    print(f"  pay({invoice}, {amount}) ran, and its response was lost")
+    raise TimeoutError("the payment provider did not answer")
+
+
+def main(build: Build) -> None:
+    """Play both tasks with the framework's guarded agent, then show how each was stopped."""
+    with Client(URL, TOKEN) as lw:
+        for goal, tool, args in TASKS:
+            task = lw.create_task(goal)
+            print(f"task {task['id']}: {goal}")
+            guard, run = build(lw.session(task["id"]), tool, args)
+            try:
+                run(goal)
+            except TaskStopped:  # a tool STOP ends the run with this error
+                print("  TaskStopped raised by the tool call")
+            # A model STOP ends the run cleanly instead; either way the guard holds the report.
+            report = guard.report
+            print(f"  stopped: {report['state']}/{report['reason']} ({report['code']})")
+            if report.get("resume_condition"):
+                print(f"  {report['resume_condition']}")
+            console = URL.split("/api/")[0]
+            print(f"  console: {console}/tasks/{task['id']}/")
