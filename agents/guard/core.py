@@ -10,6 +10,8 @@ The rules live in small modules by concept; this module is the one import the se
 - fingerprint: canonical JSON, call fingerprints, action signatures
 - model: the model-call gate and usage settlement
 - tool: the tool-request gate and the tool-result report
+- window: the detection window and its loop rules (same_call, short_cycle), which the
+  console's timeline replays too
 - lifecycle: finish, stop, deadline and lease sweeps, resume
 - limits: validating admin limits and tightening an agent's requested limits
 - report: usage, remaining budget and the stop report
