@@ -20,9 +20,11 @@ from agents.api.fields import (
     StrictInt,
     StrictStr,
 )
+from agents.errors import BadInput
 from agents.guard import types as g
 from agents.guard.limits import INT_FIELDS, PROFILE_INT_FIELDS
-from agents.models import Agent
+from agents.models import Agent, LimitProfile
+from agents.services import admin
 
 
 class Strict(serializers.Serializer):
@@ -267,14 +269,30 @@ class LimitsPatchIn(LimitsIn):
 class ProfileIn(Strict):
     """A limit profile's fields; on PATCH every field is optional."""
 
+    # The fields state the profile's bounds for the schema; the rules themselves are checked
+    # by the one profile validator, the admin service's (the console's form reaches it too),
+    # so a mistake gets the same sentence through either door. The fields then only turn the
+    # JSON into values (and refuse a fraction of money as a JSON number).
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and not set(data) - set(self.fields):
+            try:
+                admin.validate_profile(data, creating=not self.partial)
+            except BadInput as exc:
+                raise serializers.ValidationError(exc.fields) from None
+        return super().to_internal_value(data)
+
     def get_fields(self):
         fields = {
             "name": StrictStr(
-                max_length=64,
+                max_length=LimitProfile._meta.get_field("name").max_length,
                 validators=[validate_slug],
                 help_text="Letters, digits, hyphens and underscores.",
             ),  # fmt: skip
-            "description": StrictStr(required=False, allow_blank=True, max_length=200),
+            "description": StrictStr(
+                required=False,
+                allow_blank=True,
+                max_length=LimitProfile._meta.get_field("description").max_length,
+            ),
         }
         names = [*g.Limits.names(), *PROFILE_INT_FIELDS]
         fields.update({name: _limit_field(name) for name in names})
