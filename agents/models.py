@@ -17,6 +17,7 @@ from django.db import models
 from django.db.models import Q
 
 from agents.guard import types as g
+from agents.guard.limits import PROFILE_DEFAULTS
 
 STATE_CHOICES = [(s, s) for s in g.TASK_STATES]
 REASON_CHOICES = [(r, r) for r in g.REASONS]
@@ -25,38 +26,59 @@ EFFECT_CHOICES = [(g.READ, g.READ), (g.WRITE, g.WRITE)]
 MONEY = {"max_digits": 14, "decimal_places": 6}
 
 
+# Every limit's default, defined once: the guard core's `Limits` (and, for the two
+# profile-only fields of the task creation rate, `PROFILE_DEFAULTS` beside it).
+DEFAULTS = g.Limits()
+
+
 class LimitProfile(models.Model):
     """A named set of limits (DESIGN.md section 5). Tasks copy them at creation."""
 
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)
-    max_model_calls = models.PositiveIntegerField(default=20)
-    max_tool_requests = models.PositiveIntegerField(default=40)
-    max_tool_executions = models.PositiveIntegerField(default=20)
-    max_same_call = models.PositiveIntegerField(default=2, validators=[MinValueValidator(1)])
-    repeat_action = models.CharField(
-        max_length=8, default="block", choices=[("block", "block"), ("stop", "stop")]
+    max_model_calls = models.PositiveIntegerField(default=DEFAULTS.max_model_calls)
+    max_tool_requests = models.PositiveIntegerField(default=DEFAULTS.max_tool_requests)
+    max_tool_executions = models.PositiveIntegerField(default=DEFAULTS.max_tool_executions)
+    max_same_call = models.PositiveIntegerField(
+        default=DEFAULTS.max_same_call, validators=[MinValueValidator(1)]
     )
-    max_cycle_period = models.PositiveIntegerField(default=3)
-    max_stagnant = models.PositiveIntegerField(default=3, validators=[MinValueValidator(1)])
-    max_retries = models.PositiveIntegerField(default=3)
-    max_polls = models.PositiveIntegerField(default=10)
-    deadline_seconds = models.PositiveIntegerField(default=900, validators=[MinValueValidator(1)])
-    max_tokens = models.PositiveBigIntegerField(default=200_000)
-    max_cost = models.DecimalField(default=Decimal("5.00"), **MONEY)
+    repeat_action = models.CharField(
+        max_length=8,
+        default=DEFAULTS.repeat_action,
+        choices=[("block", "block"), ("stop", "stop")],
+    )
+    max_cycle_period = models.PositiveIntegerField(default=DEFAULTS.max_cycle_period)
+    max_stagnant = models.PositiveIntegerField(
+        default=DEFAULTS.max_stagnant, validators=[MinValueValidator(1)]
+    )
+    max_retries = models.PositiveIntegerField(default=DEFAULTS.max_retries)
+    max_polls = models.PositiveIntegerField(default=DEFAULTS.max_polls)
+    deadline_seconds = models.PositiveIntegerField(
+        default=DEFAULTS.deadline_seconds, validators=[MinValueValidator(1)]
+    )
+    max_tokens = models.PositiveBigIntegerField(default=DEFAULTS.max_tokens)
+    max_cost = models.DecimalField(default=DEFAULTS.max_cost, **MONEY)
     progress_mode = models.CharField(
-        max_length=8, default="evidence", choices=[("evidence", "evidence"), ("novelty", "novelty")]
+        max_length=8,
+        default=DEFAULTS.progress_mode,
+        choices=[("evidence", "evidence"), ("novelty", "novelty")],
     )
     near_duplicate_threshold = models.FloatField(null=True, blank=True)
-    lease_seconds = models.PositiveIntegerField(default=120, validators=[MinValueValidator(1)])
+    lease_seconds = models.PositiveIntegerField(
+        default=DEFAULTS.lease_seconds, validators=[MinValueValidator(1)]
+    )
     default_estimate_tokens = models.PositiveIntegerField(
-        default=4000,
+        default=DEFAULTS.default_estimate_tokens,
         validators=[MinValueValidator(1)],
         help_text="Tokens a model-call gate reserves when it carries no estimate and the "
         "model's price row has no default.",
     )
-    max_tasks_per_trigger = models.PositiveIntegerField(default=5)
-    trigger_window_seconds = models.PositiveIntegerField(default=3600)
+    max_tasks_per_trigger = models.PositiveIntegerField(
+        default=PROFILE_DEFAULTS["max_tasks_per_trigger"]
+    )
+    trigger_window_seconds = models.PositiveIntegerField(
+        default=PROFILE_DEFAULTS["trigger_window_seconds"]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

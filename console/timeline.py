@@ -4,11 +4,12 @@ A task may have thousands of trace rows, so the page shows one window of them (b
 which numbers model and tool calls together). The loop marks need the whole history, but only
 two narrow columns of it (seq and fingerprint), which stays cheap at any length.
 
-Marks, as the guard sees it:
-- repeat: the call's fingerprint already occurred since the last verified progress (the
-  window); the chip shows how many times so far.
+Marks, as the guard saw them: the trace is replayed through the guard's own window rules
+(agents.guard.window), so a mark and the decision at that step cannot disagree.
+- repeat: the call's fingerprint was already done (or is in flight) since the last progress
+  (the window); the chip shows how many times so far, this request included.
 - cycle: the call is part of a sequence of period 2..max_cycle_period that repeats back to
-  back with at least two distinct fingerprints (A B A B).
+  back with at least two distinct fingerprints (A B A B), completed by a request.
 - letters: each fingerprint that occurs more than once gets a letter and a colour, so
   "A A A" and "A B A B" read at a glance.
 - same plan: the model asked for the very same tool calls as in its previous turn.
@@ -22,6 +23,9 @@ from math import ceil
 from typing import Any
 
 from agents import storable
+from agents.guard import types as g
+from agents.guard.lifecycle import release_pending
+from agents.guard.window import cycle_period, is_poll, join_window, repetition, window_count
 from agents.models import ModelCall, Task, ToolCall
 from agents.redaction import DEFAULT, RedactionPolicy
 from agents.selectors import Redactor
@@ -29,7 +33,6 @@ from agents.selectors import Redactor
 PAGE_SIZE = 50
 MAX_STRING = 60
 MAX_ARGS_TEXT = 240
-MAX_CYCLE_SHOWN = 6
 
 
 def shorten(value: Any, depth: int = 0) -> Any:
@@ -87,6 +90,7 @@ class FingerprintTag:
 class Marks:
     repeat: int = 0  # occurrences in the window so far, this one included; >= 2 is a repeat
     cycle: int = 0  # period of the cycle this call belongs to
+    rule: str = ""  # the loop rule the guard's window trips at this request, if any
     same_plan: int = 0  # consecutive identical plans so far, this one included
 
 
@@ -137,38 +141,107 @@ class Timeline:
         return self.page < self.pages
 
 
+# A result that reached the tool gate's progress step (step 5) joined the window, unless the
+# task was already stopped when it arrived: these kinds, with neither of these reasons.
+_JOINING_KINDS = (g.SUCCESS, g.RETRYABLE)
+_BEFORE_PROGRESS_STEP = ("invalid_evidence", "unknown_commit")
+
+
+@dataclass
+class _Step:
+    """One thing in the trace that moved the guard's window, in the order it happened."""
+
+    at: Any  # when: a request's created_at, a result's reported_at, a release's released_at
+    seq: int  # at the same instant, in call order: a request, then its release or result
+    order: int
+    kind: str  # "result" | "release" | "request"
+    row: tuple[Any, ...]
+
+
+def _steps(task: Task) -> tuple[list[_Step], list[tuple[Any, Any]]]:
+    """The task's tool calls as requests, results and releases in time order (two narrow
+    reads), and its phases as (started_at, ended_at)."""
+    rows = task.tool_call_rows.order_by("seq").values_list(
+        "seq", "fingerprint", "tool", "job_id", "decision", "created_at", "reported_at",
+        "released_at", "result_kind", "result_reason", "revision_after", "novel_keys",
+    )  # fmt: skip
+    steps: list[_Step] = []
+    for row in rows:
+        seq, created_at, reported_at, released_at = row[0], row[5], row[6], row[7]
+        steps.append(_Step(created_at, seq, 0, "request", row))
+        if released_at is not None and (reported_at is None or released_at <= reported_at):
+            steps.append(_Step(released_at, seq, 1, "release", row))
+        if reported_at is not None:
+            steps.append(_Step(reported_at, seq, 2, "result", row))
+    steps.sort(key=lambda step: (step.at, step.seq, step.order))
+    phases = list(task.phases.order_by("number").values_list("started_at", "ended_at"))
+    return steps, phases
+
+
+def _stopped_at(phases: list[tuple[Any, Any]], at: Any) -> bool:
+    """Was the task terminal at `at`? A result that stopped the task closed its phase at its
+    own instant, so it still met a running task."""
+    stopped = False
+    for started_at, ended_at in phases:
+        if started_at > at:
+            break
+        stopped = ended_at is not None and ended_at < at
+    return stopped
+
+
 def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
-    """Walk every tool call of the task (two columns each) the way the guard's window does."""
-    history = list(
-        task.tool_call_rows.order_by("seq").values_list(
-            "seq", "fingerprint", "job_id", "revision_after"
-        )
-    )
-    period_limit = min(int(task.limits.get("max_cycle_period") or 3), MAX_CYCLE_SHOWN)
+    """Replay every tool call of the task (a few narrow columns each) through the guard's own
+    window rules (agents.guard.window): what the gate counted at each request is the mark.
+
+    The window is rebuilt as the gate kept it: an executed call is pending until its result,
+    which joins the window (a poll's too) unless it stopped the task before the progress step
+    or the task was stopped already; progress (a higher revision, or a result novelty judged
+    new) clears it first; a reused write joins it at once; a BLOCKed or stopped request never
+    does, and a status poll is never counted. Requests and results are ordered by their
+    timestamps, exact for an agent that calls one tool at a time.
+    """
+    steps, phases = _steps(task)
+    limits = g.Limits.from_dict(task.limits)
+    state = g.TaskState(state=g.RUNNING, phase=1, limits=limits, deadline_at=task.deadline_at)
+    owner: dict[int, int] = {}  # id(window entry) -> the seq of the call it stands for
     marks: dict[int, Marks] = {}
-    window: list[tuple[int, str]] = []
-    in_window: dict[str, int] = {}
-    revision = 0
     seen: dict[str, int] = {}
-    for seq, fp, job_id, revision_after in history:
-        if not fp or job_id:  # stopped before fingerprinting, or a status poll
+    for step in steps:
+        seq, fp, tool, job_id, decision = step.row[:5]
+        if not fp:  # stopped before fingerprinting
             continue
-        seen[fp] = seen.get(fp, 0) + 1
-        mark = marks.setdefault(seq, Marks())
-        in_window[fp] = mark.repeat = in_window.get(fp, 0) + 1
-        window.append((seq, fp))
-        for period in range(2, period_limit + 1):
-            if len(window) < 2 * period:
+        if step.kind == "release":
+            release_pending(state, fp)
+        elif step.kind == "result":
+            kind, reason, revision_after, novel_keys = step.row[8:]
+            before, state.revision = state.revision, max(state.revision, revision_after or 0)
+            if _stopped_at(phases, step.at):  # answered STOP, nothing moved (not even pending)
                 continue
-            last = [f for _, f in window[-2 * period :]]
-            if last[:period] == last[period:] and len(set(last[period:])) >= 2:
-                for cycle_seq, _ in window[-2 * period :]:
-                    cycle_mark = marks.setdefault(cycle_seq, Marks())
+            if step.row[7] is None and fp in state.pending:  # still in flight
+                state.pending.remove(fp)
+            if kind not in _JOINING_KINDS or reason in _BEFORE_PROGRESS_STEP:
+                continue
+            progress = novel_keys is not None or state.revision > before
+            entry = g.WindowEntry(fingerprint=fp, tool=tool)
+            owner[id(entry)] = seq
+            join_window(state, entry, progress=progress)
+        elif not is_poll(job_id):
+            seen[fp] = seen.get(fp, 0) + 1
+            mark = marks.setdefault(seq, Marks())
+            mark.repeat = window_count(state, fp) + 1
+            mark.rule = repetition(state, fp) or ""
+            period = cycle_period(state, fp)
+            if period:
+                members = [owner[id(e)] for e in state.window[-(2 * period - 1) :]] + [seq]
+                for member in members:
+                    cycle_mark = marks.setdefault(member, Marks())
                     cycle_mark.cycle = cycle_mark.cycle or period
-        if revision_after is not None and revision_after > revision:
-            revision = revision_after
-            # Progress clears the window; this call starts the new one.
-            window, in_window = [(seq, fp)], {fp: 1}
+            if decision == g.EXECUTE:
+                state.pending.append(fp)
+            elif decision == g.REUSE:
+                entry = g.WindowEntry(fingerprint=fp, tool=tool)
+                owner[id(entry)] = seq
+                join_window(state, entry, progress=False)
     tags: dict[str, FingerprintTag] = {}
     lettered = 0
     for fp, times in seen.items():  # dicts keep first-appearance order

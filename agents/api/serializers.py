@@ -20,9 +20,11 @@ from agents.api.fields import (
     StrictInt,
     StrictStr,
 )
+from agents.errors import BadInput
 from agents.guard import types as g
 from agents.guard.limits import INT_FIELDS, PROFILE_INT_FIELDS
-from agents.models import Agent
+from agents.models import Agent, LimitProfile
+from agents.services import admin
 
 
 class Strict(serializers.Serializer):
@@ -49,26 +51,32 @@ class StrictNumber(serializers.FloatField):
         return super().to_internal_value(data)
 
 
+_D = g.Limits()  # the defaults quoted below: one definition, the guard core's
 LIMIT_HELP = {
-    "max_model_calls": "Paid model calls (default 20).",
-    "max_tool_requests": "Tool requests: executed, reused and blocked (default 40).",
-    "max_tool_executions": "Real tool executions (default 20).",
-    "max_same_call": "Identical calls allowed in the window (default 2).",
+    "max_model_calls": f"Paid model calls (default {_D.max_model_calls}).",
+    "max_tool_requests": "Tool requests: executed, reused and blocked "
+    f"(default {_D.max_tool_requests}).",
+    "max_tool_executions": f"Real tool executions (default {_D.max_tool_executions}).",
+    "max_same_call": f"Identical calls allowed in the window (default {_D.max_same_call}).",
     "repeat_action": "`block` nudges the model once with BLOCK, then stops; `stop` stops at once.",
-    "max_cycle_period": "Longest cycle period detected (default 3; a longer period is stricter).",
-    "max_stagnant": "Consecutive steps without verified progress (default 3).",
-    "max_retries": "RETRYABLE attempts, all layers together (default 3).",
-    "max_polls": "PENDING polls (default 10).",
-    "deadline_seconds": "Wall-clock seconds per task (default 900; a resume grant extends it).",
-    "max_tokens": "Prompt plus completion tokens (default 200000).",
-    "max_cost": "Money, in the currency of the price table (default 5.00).",
+    "max_cycle_period": "Longest cycle period detected "
+    f"(default {_D.max_cycle_period}; a longer period is stricter).",
+    "max_stagnant": f"Consecutive steps without verified progress (default {_D.max_stagnant}).",
+    "max_retries": f"RETRYABLE attempts, all layers together (default {_D.max_retries}).",
+    "max_polls": f"PENDING polls (default {_D.max_polls}).",
+    "deadline_seconds": "Wall-clock seconds per task "
+    f"(default {_D.deadline_seconds}; a resume grant extends it).",
+    "max_tokens": f"Prompt plus completion tokens (default {_D.max_tokens}).",
+    "max_cost": f"Money, in the currency of the price table (default {_D.max_cost}).",
     "default_estimate_tokens": "Tokens a model-call gate without an estimate reserves, when the "
-    "model's price row has no default estimate (default 4000; an agent may only raise it).",
+    f"model's price row has no default estimate (default {_D.default_estimate_tokens}; an agent "
+    "may only raise it).",
     "progress_mode": "`evidence`: only evidence.revision counts as progress; `novelty`: a data "
     "hash never seen in the task counts too.",
     "near_duplicate_threshold": "0..1 similarity from which calls of one tool count as the same "
     "call; null disables the check.",
-    "lease_seconds": "How long an IN_FLIGHT claim lives without a result (default 120).",
+    "lease_seconds": "How long an IN_FLIGHT claim lives without a result "
+    f"(default {_D.lease_seconds}).",
     "max_tasks_per_trigger": "Tasks one trigger_key may create per window (profiles only).",
     "trigger_window_seconds": "That window, in seconds; beyond it creation answers 429.",
 }
@@ -261,14 +269,30 @@ class LimitsPatchIn(LimitsIn):
 class ProfileIn(Strict):
     """A limit profile's fields; on PATCH every field is optional."""
 
+    # The fields state the profile's bounds for the schema; the rules themselves are checked
+    # by the one profile validator, the admin service's (the console's form reaches it too),
+    # so a mistake gets the same sentence through either door. The fields then only turn the
+    # JSON into values (and refuse a fraction of money as a JSON number).
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and not set(data) - set(self.fields):
+            try:
+                admin.validate_profile(data, creating=not self.partial)
+            except BadInput as exc:
+                raise serializers.ValidationError(exc.fields) from None
+        return super().to_internal_value(data)
+
     def get_fields(self):
         fields = {
             "name": StrictStr(
-                max_length=64,
+                max_length=LimitProfile._meta.get_field("name").max_length,
                 validators=[validate_slug],
                 help_text="Letters, digits, hyphens and underscores.",
             ),  # fmt: skip
-            "description": StrictStr(required=False, allow_blank=True, max_length=200),
+            "description": StrictStr(
+                required=False,
+                allow_blank=True,
+                max_length=LimitProfile._meta.get_field("description").max_length,
+            ),
         }
         names = [*g.Limits.names(), *PROFILE_INT_FIELDS]
         fields.update({name: _limit_field(name) for name in names})

@@ -10,6 +10,8 @@ The rules live in small modules by concept; this module is the one import the se
 - fingerprint: canonical JSON, call fingerprints, action signatures
 - model: the model-call gate and usage settlement
 - tool: the tool-request gate and the tool-result report
+- window: the detection window and its loop rules (same_call, short_cycle), which the
+  console's timeline replays too
 - lifecycle: finish, stop, deadline and lease sweeps, resume
 - limits: validating admin limits and tightening an agent's requested limits
 - report: usage, remaining budget and the stop report
@@ -26,6 +28,7 @@ from agents.guard.lifecycle import (
     grant_bound,
     grant_excess,
     lease_expired,
+    parse_grant,
     release_pending,
     resume,
     stop,
@@ -53,6 +56,7 @@ __all__ = [
     "grant_excess",
     "lease_expired",
     "model_estimate",
+    "parse_grant",
     "plan_text",
     "progress_hash",
     "release_pending",

@@ -14,7 +14,6 @@ from typing import Any
 from agents.guard.transitions import (
     already_stopped,
     halt,
-    is_int,
     note_milestone,
     parse_evidence,
     to_decimal,
@@ -134,35 +133,45 @@ def grant_excess(grant: dict[str, Any], original: Limits) -> dict[str, str]:
     return excess
 
 
-def _parse_grant(grant: dict[str, Any] | None) -> dict[str, int | Decimal]:
-    """Validate the whole grant before anything changes: a bad grant changes nothing."""
-    if grant is None:
-        grant = {}
+def parse_grant(grant: Any) -> dict[str, int | Decimal]:
+    """The one reading of a resume grant: the operator service (console text and API JSON
+    alike) and `resume` both call it. Raises GuardError BAD_GRANT naming every bad field in
+    `fields` ("grant.<dimension>", as the resume request names it); a bad grant changes
+    nothing.
+
+    Returns the dimensions given (an absent, null or empty one grants nothing): a count as an
+    int (numeric text is read as a number, a fraction or a boolean is refused), the cost as a
+    finite Decimal; none may be negative.
+    """
+    grant = grant or {}
     if not isinstance(grant, dict):
-        raise GuardError("BAD_GRANT", "A grant must be an object.")
-    unknown = sorted(set(grant) - set(GRANT_LIMITS))
-    if unknown:
-        raise GuardError("BAD_GRANT", f"Unknown grant field(s): {', '.join(unknown)}.")
+        raise GuardError("BAD_GRANT", "grant must be an object.", fields={"grant": "object"})
+    errors: dict[str, str] = {}
     parsed: dict[str, int | Decimal] = {}
-    for key in GRANT_LIMITS:
-        value = grant.get(key)
-        if value is None:
-            parsed[key] = Decimal("0") if key == "cost" else 0
+    for key, value in grant.items():
+        if key not in GRANT_LIMITS:
+            errors[key] = f"unknown grant; use one of {', '.join(GRANT_LIMITS)}"
             continue
-        if key == "cost":
-            try:
-                amount = to_decimal(value)
-            except ValueError as exc:
-                raise GuardError("BAD_GRANT", f"Grant cost is not an amount: {value!r}.") from exc
-            if not amount.is_finite() or amount < 0:
-                raise GuardError("BAD_GRANT", "Grant cost must be a finite amount >= 0.")
-            parsed[key] = amount
-        else:
-            if not is_int(value):
-                raise GuardError("BAD_GRANT", f"Grant {key} must be an integer.")
-            if value < 0:
-                raise GuardError("BAD_GRANT", f"Grant {key} must be >= 0.")
-            parsed[key] = value
+        if value in (None, ""):
+            continue
+        try:
+            number = Decimal(str(value)) if key == "cost" else int(value)
+        except (TypeError, ValueError, ArithmeticError):
+            errors[key] = "must be a number"
+            continue
+        if isinstance(value, bool) or (key != "cost" and isinstance(value, float)):
+            errors[key] = "must be a whole number"
+            continue
+        if isinstance(number, Decimal) and not number.is_finite():
+            errors[key] = "must be a finite amount"
+            continue
+        if number < 0:
+            errors[key] = "must be zero or more"
+            continue
+        parsed[key] = number
+    if errors:
+        fields = {f"grant.{key}": sentence for key, sentence in errors.items()}
+        raise GuardError("BAD_GRANT", "The grant is not valid.", fields=fields)
     return parsed
 
 
@@ -179,14 +188,14 @@ def resume(task: TaskState, grant: dict[str, Any] | None, now: datetime) -> None
         raise GuardError("TASK_RUNNING", "The task is running; there is nothing to resume.")
     if task.state == COMPLETED:
         raise GuardError("TASK_COMPLETED", "The task is completed; it cannot be resumed.")
-    parsed = _parse_grant(grant)
+    parsed = parse_grant(grant)
     limits = task.limits
     for key, limit_name in GRANT_LIMITS.items():
         if key == "cost":
-            limits.max_cost = to_decimal(limits.max_cost) + parsed[key]
+            limits.max_cost = to_decimal(limits.max_cost) + parsed.get(key, Decimal("0"))
         else:
-            setattr(limits, limit_name, getattr(limits, limit_name) + parsed[key])
-    task.deadline_at = task.deadline_at + timedelta(seconds=int(parsed["seconds"]))
+            setattr(limits, limit_name, getattr(limits, limit_name) + parsed.get(key, 0))
+    task.deadline_at = task.deadline_at + timedelta(seconds=int(parsed.get("seconds", 0)))
     task.stagnant = 0
     task.phase += 1
     task.state = RUNNING

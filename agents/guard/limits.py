@@ -34,10 +34,15 @@ INT_FIELDS: dict[str, int] = {
     "lease_seconds": 1,
     "default_estimate_tokens": 1,
 }
-# Limit-profile fields that a task does not copy (task creation rate per trigger).
+# Limit-profile fields that a task does not copy (task creation rate per trigger), with their
+# smallest sensible value and their default (the task limits' defaults are `Limits()`'s).
 PROFILE_INT_FIELDS: dict[str, int] = {
     "max_tasks_per_trigger": 1,
     "trigger_window_seconds": 1,
+}
+PROFILE_DEFAULTS: dict[str, int] = {
+    "max_tasks_per_trigger": 5,
+    "trigger_window_seconds": 3600,
 }
 CHOICES: dict[str, tuple[str, ...]] = {
     "repeat_action": ("block", "stop"),
@@ -132,7 +137,7 @@ def validate_limits(raw: dict[str, Any], partial: bool, *, profile: bool = False
     if not partial:
         defaults: dict[str, Any] = {**Limits().to_dict(), "max_cost": Limits().max_cost}
         if profile:
-            defaults.update(max_tasks_per_trigger=5, trigger_window_seconds=3600)
+            defaults.update(PROFILE_DEFAULTS)
         clean = {**defaults, **clean}
     return clean
 

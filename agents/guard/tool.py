@@ -57,6 +57,14 @@ from agents.guard.types import (
     ToolResult,
     WindowEntry,
 )
+from agents.guard.window import (
+    SAME_CALL,
+    SHORT_CYCLE,
+    is_poll,
+    join_window,
+    repetition,
+    window_count,
+)
 
 # How long an agent should wait before asking again while another call holds the write's
 # lease. Short: the holder usually reports within seconds, and the deadline bounds the total.
@@ -144,21 +152,6 @@ def _near_duplicate(
     return halt(task, PARTIAL, "near_duplicate", fingerprint=fp)
 
 
-def _short_cycle(task: TaskState, fp: str) -> bool:
-    """Would `fp` complete a second consecutive repetition of a period-p sequence (p >= 2)?
-
-    At least two distinct fingerprints are required: A A A A is same_call's business.
-    """
-    seq = [entry.fingerprint for entry in task.window] + [fp]
-    for period in range(2, task.limits.max_cycle_period + 1):
-        if len(seq) < 2 * period:
-            break
-        tail = seq[-period:]
-        if tail == seq[-2 * period : -period] and len(set(tail)) >= 2:
-            return True
-    return False
-
-
 def _cluster(
     task: TaskState, req: ToolRequest, fp: str, args_text: str, threshold: float
 ) -> tuple[int, WindowEntry | None, set[str], bool]:
@@ -197,16 +190,6 @@ def similarity_for(req: ToolRequest) -> Similarity:
     if req.similarity_provider == EMBEDDING and req.vectors:
         return VectorSimilarity(req.vectors)
     return lexical_score
-
-
-def _window_count(task: TaskState, fp: str) -> int:
-    """How often `fp` was done since the last progress, counting calls still in flight.
-
-    An executed call joins the window when its result arrives; until then it is pending. Both
-    count, or an agent that never reports could repeat a read up to the execution budget.
-    """
-    done = sum(1 for entry in task.window if entry.fingerprint == fp)
-    return done + task.pending.count(fp)
 
 
 def request_tool(
@@ -254,7 +237,7 @@ def request_tool(
             # UNKNOWN, or a state this core does not know: never blind-retry a write.
             return halt(task, NEEDS_HUMAN, "unknown_commit", fingerprint=fp)
 
-    if req.job_id:
+    if is_poll(req.job_id):
         # A status poll: asking again is the point, so repetition rules do not apply; the
         # poll budget (and the deadline) bound it instead.
         if task.polls >= limits.max_polls:
@@ -264,11 +247,11 @@ def request_tool(
         # repeated-output streak starts again (DESIGN.md section 4, check 8).
         restart_streak(task)
     else:
-        count = _window_count(task, fp)
-        if count >= limits.max_same_call:
-            return _repeat(task, fp, "same_call", req.tool, count, fp)
-        if _short_cycle(task, fp):
-            return halt(task, PARTIAL, "short_cycle", fingerprint=fp)
+        rule = repetition(task, fp)
+        if rule == SAME_CALL:
+            return _repeat(task, fp, SAME_CALL, req.tool, window_count(task, fp), fp)
+        if rule == SHORT_CYCLE:
+            return halt(task, PARTIAL, SHORT_CYCLE, fingerprint=fp)
         threshold = (
             req.near_duplicate_threshold
             if req.near_duplicate_threshold is not None
@@ -283,7 +266,8 @@ def request_tool(
         # Reusing a committed result is a step without progress: a model that keeps asking
         # for a write that already happened is looping, even though nothing executes.
         task.stagnant += 1
-        task.window.append(WindowEntry(fingerprint=fp, tool=req.tool, args=args_text))
+        entry = WindowEntry(fingerprint=fp, tool=req.tool, args=args_text)
+        join_window(task, entry, progress=False)
         if task.stagnant >= limits.max_stagnant:
             return halt(task, PARTIAL, "no_progress", fingerprint=fp)
         return Outcome(decision=REUSE, fingerprint=fp, result=reuse_result)
@@ -291,7 +275,7 @@ def request_tool(
     if task.tool_executions >= limits.max_tool_executions:
         return halt(task, PARTIAL, "execution_budget", fingerprint=fp)
     task.tool_executions += 1
-    if not req.job_id:
+    if not is_poll(req.job_id):
         task.pending.append(fp)
     return Outcome(decision=EXECUTE, fingerprint=fp, claim=is_write)
 
@@ -433,20 +417,16 @@ def report_result(
             if evidence is not None:
                 task.revision = evidence.revision
             task.stagnant = 0
-            task.window.clear()
-            # The blocked markers belong to the window: after progress, a call that was
-            # nudged before is a fresh call again and earns a fresh nudge.
-            task.blocked.clear()
             # Verified progress also restarts the repeated-output streak: the same plan
             # after a step forward is the next step, not the model stuck.
             restart_streak(task)
         else:
             task.stagnant += 1
-        task.window.append(
-            WindowEntry(
-                fingerprint=fp, tool=call.tool, args=call.args_text, result=_summary(result)
-            )
+        # Progress clears the window (and its blocked markers) before this step joins it.
+        entry = WindowEntry(
+            fingerprint=fp, tool=call.tool, args=call.args_text, result=_summary(result)
         )
+        join_window(task, entry, progress=progress)
 
     # 6. Verified completion.
     if evidence is not None and evidence.done:

@@ -335,13 +335,15 @@ class GuardError(Exception):
     """A request the core refuses outright (no state change), e.g. resuming a RUNNING task.
 
     `code` is a stable machine word ("TASK_RUNNING", "TASK_COMPLETED", "BAD_GRANT",
-    "BAD_REASON") the service maps to its own domain error and HTTP status.
+    "BAD_REASON") the service maps to its own domain error and HTTP status; `fields` names
+    each bad input field with a short sentence, when the refusal is about fields.
     """
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: str, message: str, fields: dict[str, str] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.fields = fields or {}
 
 
 class LimitError(Exception):

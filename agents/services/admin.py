@@ -38,8 +38,18 @@ def _profile_values(profile: LimitProfile) -> dict[str, Any]:
     return {name: _jsonable(getattr(profile, name)) for name in PROFILE_FIELDS}
 
 
-def _clean_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
-    """Check every given field at once, so a form can show all its errors together."""
+def validate_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
+    """The one profile validator: clean values, or BadInput BAD_PROFILE naming every bad field
+    at once, so a form can show all its errors together.
+
+    Every door reaches it through `profile_save`: the console's form hands over text as typed,
+    the API's `ProfileIn` only checks the JSON envelope (types, and the bounds its schema
+    states, read from the same constants). The limits follow the guard core's rules.
+    """
+    if not isinstance(values, dict):
+        raise BadInput(
+            "The profile is not valid.", code="BAD_PROFILE", fields={"profile": "object"}
+        )
     errors: dict[str, str] = {}
     unknown = sorted(set(values) - set(PROFILE_FIELDS))
     for field in unknown:
@@ -55,7 +65,9 @@ def _clean_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
                 raise ValidationError("too long")
             clean["name"] = name
         except ValidationError:
-            errors["name"] = "Required: letters, numbers, hyphens or underscores (at most 64)."
+            errors["name"] = (
+                f"Required: letters, numbers, hyphens or underscores (at most {NAME_MAX})."
+            )
     if "description" in values:
         description = values["description"] or ""
         if not isinstance(description, str) or len(description) > DESCRIPTION_MAX:
@@ -87,7 +99,7 @@ def profile_save(*, user, values: dict[str, Any], name: str | None = None) -> Li
     profile row so two admins editing at once both land in the audit log in order. Tasks
     already created keep the limits they copied: a profile change affects new tasks only.
     """
-    clean = _clean_profile(values, creating=name is None)
+    clean = validate_profile(values, creating=name is None)
     actor = actor_name(user)
     with transaction.atomic():
         new_name = clean.get("name")

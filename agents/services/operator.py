@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -21,9 +20,6 @@ from agents.models import Agent, Event, Phase, Task
 from agents.services import hooks, stops
 from agents.taskrow import apply_state, lock_task, to_state
 from ledger.selectors import unresolved_operations
-
-GRANT_KEYS = ("model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens",
-              "cost", "seconds")  # fmt: skip
 
 
 def actor_name(user) -> str:
@@ -96,36 +92,11 @@ def task_label_stop(*, task_id: uuid.UUID | str, label: str, user) -> Task:
 
 
 def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
-    grant = grant or {}
-    if not isinstance(grant, dict):
-        raise BadInput("grant must be an object.", code="BAD_GRANT", fields={"grant": "object"})
-    errors: dict[str, str] = {}
-    parsed: dict[str, Any] = {}
-    for key, value in grant.items():
-        if key not in GRANT_KEYS:
-            errors[key] = f"unknown grant; use one of {', '.join(GRANT_KEYS)}"
-            continue
-        if value in (None, ""):
-            continue
-        try:
-            number = Decimal(str(value)) if key == "cost" else int(value)
-        except Exception:
-            errors[key] = "must be a number"
-            continue
-        if isinstance(value, bool) or (key != "cost" and isinstance(value, float)):
-            errors[key] = "must be a whole number"
-            continue
-        if number < 0:
-            errors[key] = "must be zero or more"
-            continue
-        parsed[key] = number
-    if errors:
-        raise BadInput(
-            "The grant is not valid.",
-            code="BAD_GRANT",
-            fields={f"grant.{k}": v for k, v in errors.items()},
-        )
-    return parsed
+    """The guard core's grant parser (`core.parse_grant`), its refusal as a 400 BAD_GRANT."""
+    try:
+        return core.parse_grant(grant)
+    except g.GuardError as exc:
+        raise BadInput(exc.message, code=exc.code, fields=exc.fields) from None
 
 
 # Who may grant beyond the bound: the permission that lets a user change a task's limits at

@@ -11,6 +11,7 @@ from django.utils import timezone
 from agents.errors import Conflict, Forbidden, TriggerLoop
 from agents.guard import core
 from agents.guard import types as g
+from agents.guard.limits import PROFILE_DEFAULTS
 from agents.models import Agent, Event, LimitProfile, Phase, Task
 
 DEFAULT_PROFILE = "default"
@@ -83,8 +84,8 @@ def task_create(
                 fields={f"limits.{k}": v for k, v in exc.fields.items()},
             ) from None
         if trigger_key:
-            per_trigger = chosen.max_tasks_per_trigger if chosen else 5
-            window = chosen.trigger_window_seconds if chosen else 3600
+            rate = {k: getattr(chosen, k) for k in PROFILE_DEFAULTS} if chosen else PROFILE_DEFAULTS
+            per_trigger, window = rate["max_tasks_per_trigger"], rate["trigger_window_seconds"]
             recent = Task.objects.filter(
                 agent=agent, trigger_key=trigger_key,
                 created_at__gte=now - timedelta(seconds=window),

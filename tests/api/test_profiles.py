@@ -100,3 +100,19 @@ def test_it_refuses_an_unknown_profile_at_task_creation(agent_api):
 
     assert response.status_code == 403
     assert response.body["error"]["code"] == "PROFILE_NOT_ALLOWED"
+
+
+def test_the_api_and_the_console_refuse_a_profile_with_one_validator(admin_api):
+    """The API's serializer hands the profile to `validate_profile`, the validator the
+    console's form reaches through the same service: one sentence per mistake."""
+    from agents.errors import BadInput
+    from agents.services import admin
+
+    body = {"name": "not a slug", "max_model_calls": 0, "max_stagnant": "x"}
+    response = admin_api.post("profiles", body)
+    with pytest.raises(BadInput) as exc:
+        admin.validate_profile(body, creating=True)
+    assert response.status_code == 400
+    assert response.body["error"]["code"] == "INVALID_FIELDS"  # the API's code for a field
+    assert response.body["error"]["fields"] == exc.value.fields
+    assert exc.value.fields["max_model_calls"] == "Must be at least 1."

@@ -145,3 +145,15 @@ def test_an_admin_may_grant_above_the_bound(as_admin, stopped_task):
         f"/tasks/{stopped_task.pk}/resume/", {"reason": "more", "tool_executions": "21"}
     )
     assert response.status_code == 303
+
+
+def test_a_cost_that_is_no_finite_amount_is_a_field_error(as_operator, stopped_task):
+    """The grant parser is the guard core's: "nan" and "inf" are refused like any bad value."""
+    for typed in ("nan", "inf"):
+        response = as_operator.post(
+            f"/tasks/{stopped_task.pk}/resume/", {"reason": "go", "cost": typed}
+        )
+        assert response.status_code == 422
+        assert 'id="id_cost_error">Must be a finite amount.' in response.content.decode()
+    stopped_task.refresh_from_db()
+    assert stopped_task.phase == 1

@@ -12,6 +12,7 @@ from agents.guard.core import (
     finish,
     gate_model_call,
     lease_expired,
+    parse_grant,
     resume,
     stop,
     usage,
@@ -209,9 +210,13 @@ def test_a_missing_grant_raises_nothing():
         {"bananas": 1},
         {"seconds": 1.5},
         {"tokens": True},
+        {"cost": "NaN"},
+        {"cost": "Infinity"},
+        ["model_calls"],
     ],
-    ids=["negative count", "negative cost", "bad cost", "unknown", "float seconds", "bool"],
-)
+    ids=["negative count", "negative cost", "bad cost", "unknown", "float seconds", "bool",
+         "nan cost", "infinite cost", "not an object"],
+)  # fmt: skip
 def test_a_bad_grant_is_refused_and_changes_nothing(grant):
     task = stopped_task()
     before = asdict(task)
@@ -219,6 +224,30 @@ def test_a_bad_grant_is_refused_and_changes_nothing(grant):
         resume(task, grant, NOW)
     assert exc.value.code == "BAD_GRANT"
     assert asdict(task) == before
+
+
+def test_a_grant_is_read_by_one_parser_with_one_sentence_per_mistake():
+    """The operator service (console text, API JSON) and `resume` share `parse_grant`."""
+    assert parse_grant({"model_calls": "2", "cost": "1.50", "polls": None, "tokens": ""}) == {
+        "model_calls": 2,
+        "cost": Decimal("1.50"),
+    }
+    with pytest.raises(GuardError) as exc:
+        parse_grant({"model_calls": -1, "tokens": "lots", "seconds": 1.5, "cost": "inf", "x": 1})
+    assert exc.value.fields == {
+        "grant.model_calls": "must be zero or more",
+        "grant.tokens": "must be a number",
+        "grant.seconds": "must be a whole number",
+        "grant.cost": "must be a finite amount",
+        "grant.x": "unknown grant; use one of model_calls, tool_requests, tool_executions, "
+        "retries, polls, tokens, cost, seconds",
+    }
+    with pytest.raises(GuardError) as same:
+        resume(stopped_task(), {"model_calls": -1}, NOW)
+    assert (same.value.message, same.value.fields) == (
+        "The grant is not valid.",
+        {"grant.model_calls": "must be zero or more"},
+    )
 
 
 def test_a_resumed_task_runs_into_its_old_limit_without_a_grant_of_that_dimension():
