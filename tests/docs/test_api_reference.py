@@ -23,8 +23,7 @@ def api_routes() -> list[str]:
     routes = []
     for pattern in api.url_patterns:
         if isinstance(pattern, URLPattern) and pattern.name not in NOT_ENDPOINTS:
-            if not pattern.name.startswith("api-bench"):
-                routes.append(re.sub(r"<(?:\w+:)?(\w+)>", "{}", str(pattern.pattern)))
+            routes.append(re.sub(r"<(?:\w+:)?(\w+)>", "{}", str(pattern.pattern)))
     return routes
 
 

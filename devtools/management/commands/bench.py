@@ -8,7 +8,7 @@ HTTP, through the thin client, as agents see it:
    verified progress; every fourth tool a write claimed in the ledger), a fresh task every 15
    rounds. Decisions per second and p50/p95/p99 latency, per endpoint and overall.
 2. The same N threads against a baseline endpoint doing one single-row UPDATE in one
-   transaction behind the same authentication (`agents/api/bench.py`), and the ratio.
+   transaction behind the same authentication (`devtools/server.py`), and the ratio.
 3. Decision latency on a task with 10 prior trace rows versus one with 5,000. Those rows are
    bulk-inserted through the ORM for speed; the measured decisions are real HTTP requests.
    A decision reads and writes one task row, whatever the trace length, so the ratio should
@@ -50,9 +50,10 @@ from django.db import connections, transaction
 from django.utils import timezone
 from loopwarden_client import Client, LoopwardenError, TaskStopped
 
-from agents import loop_eval
 from agents.guard import core
 from agents.guard import types as g
+from agents.loop_eval import NOW, eval_limits
+from devtools.live import gunicorn_server
 
 ALIAS = "bench"
 MODEL = "bench-model"
@@ -143,10 +144,10 @@ class Command(BaseCommand):
         use_database(url)
         tokens = prepare_agents(max([*counts, opts["soak_agents"]]))
         opts["load_before"] = os.getloadavg()[0]
-        from tests.live import gunicorn_server  # the launcher the concurrency tests use
-
-        # The throttle runs (its cost is part of a decision's) but at a rate no bench reaches.
-        env = {"LOOPWARDEN_BENCH": "true", "DB_CONN_MAX_AGE": str(opts["conn_max_age"]),
+        # The server has the developer tools (the baseline endpoint, the statement counts). The
+        # throttle runs (its cost is part of a decision's) but at a rate no bench reaches.
+        env = {"LOOPWARDEN_DEVTOOLS": "true", "LOOPWARDEN_BENCH": "true",
+               "DB_CONN_MAX_AGE": str(opts["conn_max_age"]),
                "LOG_LEVEL": opts["log_level"], "API_THROTTLE_RATE": "1000000/second"}  # fmt: skip
         with gunicorn_server(database_url=url, workers=opts["workers"], threads=opts["threads"],
                              env=env) as server:  # fmt: skip
@@ -186,8 +187,8 @@ class Command(BaseCommand):
 
     def report_similarity(self) -> None:
         """Near-duplicate check (lexical) on vs off: CPU only, it adds no SQL statement."""
-        off = loop_eval.core_latency(None)
-        on = loop_eval.core_latency(0.5)
+        off = core_latency(None)
+        on = core_latency(0.5)
         self.stdout.write("tool-request decision in the guard core, window of 8 calls of the tool:")
         self.stdout.write(f"  without a threshold {off:7.1f} us; with 0.50 (lexical) {on:7.1f} us "
                           f"(x{on / off:.2f})")  # fmt: skip
@@ -320,6 +321,30 @@ def row(label: str, values: list[float], seconds: float | None = None) -> str:
     rate = f"{len(values) / seconds:>10.1f}" if seconds else f"{'':>10}"
     cells = "".join(f"{percentile(values, q):>9.2f}" for q in (50, 95, 99))
     return f"{label:<30}{len(values):>10}{rate}{cells}"
+
+
+def core_latency(threshold: float | None, *, window: int = 8, rounds: int = 2000) -> float:
+    """Microseconds per tool-request decision of the core, the window holding `window` earlier
+    calls of the same tool (the near-duplicate check's worst case: it scores every one).
+
+    The near-duplicate check adds no SQL statement (the window is on the task row), so its whole
+    cost is this CPU time.
+    """
+    limits = eval_limits(threshold)
+    entries = []
+    for i in range(window):
+        fp, text = core.fingerprint("search", {"q": f"topic {i} quarterly report", "limit": 10}, [])
+        entries.append(g.WindowEntry(fingerprint=fp, tool="search", args=text))
+    agent = g.AgentView()
+    started = time.perf_counter()
+    for i in range(rounds):
+        task = g.TaskState(
+            state=g.RUNNING, phase=1, limits=limits, deadline_at=NOW + timedelta(hours=1),
+            window=list(entries),
+        )  # fmt: skip
+        req = g.ToolRequest(tool="search", args={"q": f"new question {i % 50}", "limit": 10})
+        core.request_tool(task, req, None, agent, NOW)
+    return (time.perf_counter() - started) / rounds * 1e6
 
 
 # -- the database ------------------------------------------------------------------------------
