@@ -74,3 +74,11 @@ def test_the_benchmark_url_answers_404_without_the_switch(agent_api):
 
     assert response.status_code == 404
     assert response.body["error"]["code"] == "NOT_FOUND"
+
+
+def test_dev_run_turns_the_developer_tools_on_before_it_seeds_the_demo():
+    script = (ROOT / "dev").read_text()
+    run = script[script.index("run() {") :]
+
+    assert "export LOOPWARDEN_DEVTOOLS=true" in run
+    assert run.index("export LOOPWARDEN_DEVTOOLS=true") < run.index("manage.py seed_demo")
