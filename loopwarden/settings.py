@@ -71,8 +71,6 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Only under `manage.py bench` (it removes itself otherwise): counts each request's SQL.
-    "agents.api.bench.StatementCountMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "loopwarden.middleware.RefuseUnstorableUrlMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -85,6 +83,16 @@ MIDDLEWARE = [
     # Last, as django-axes asks: turns a locked-out sign-in into its lockout page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Developer tools (the `devtools` app: `seed_demo`, `simulate`, `bench`, `measure_render`, the
+# bench's baseline endpoint), installed only when asked: `./dev run` and the bench's server set
+# it, the tests that use them install it themselves. Production leaves it off: no such commands,
+# no benchmark route.
+DEVTOOLS = env_bool("LOOPWARDEN_DEVTOOLS", False)
+if DEVTOOLS:
+    INSTALLED_APPS.append("devtools")
+    # Only under `manage.py bench` (it removes itself otherwise): counts each request's SQL.
+    MIDDLEWARE.insert(0, "devtools.server.StatementCountMiddleware")
 
 # Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins for one username,
 # or from one address, that username or address is locked out for SIGNIN_LOCKOUT_MINUTES

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
@@ -13,6 +14,11 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
     path("", include("console.urls")),
 ]
+
+# Developer tools (LOOPWARDEN_DEVTOOLS=true): the bench's baseline endpoint. First, since the
+# API's own list ends in a catch-all; production (the app not installed) has no such route.
+if apps.is_installed("devtools"):
+    urlpatterns.insert(0, path("api/v1/_bench/", include("devtools.urls")))
 
 # `./dev run` serves with gunicorn, which has no static file handler of its own: under DEBUG the
 # console's CSS and scripts come from the staticfiles finders (no collectstatic needed). In

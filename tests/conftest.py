@@ -113,6 +113,20 @@ def outsider_api(make_user, client):
 
 
 @pytest.fixture
+def devtools():
+    """The developer tools app installed for one test (settings leave it out unless
+    LOOPWARDEN_DEVTOOLS=true): its management commands are known while the test runs."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    if "devtools" in settings.INSTALLED_APPS:
+        yield
+        return
+    with override_settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, "devtools"]):
+        yield
+
+
+@pytest.fixture
 def on_postgres():
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL (set DATABASE_URL=postgres://...)")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from agents.api import bench, fallback
+from agents.api import fallback
 from agents.api import operator_views as o
 from agents.api import schema as _schema  # noqa: F401  (registers the auth scheme)
 from agents.api import views as v
@@ -43,7 +43,6 @@ urlpatterns = [
     path("audit", o.AuditList.as_view(), name="api-audit"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    *bench.urlpatterns,  # routed only with DEBUG or LOOPWARDEN_BENCH=true
     # Last: a trailing slash is served like none; any other path answers a JSON 404.
     re_path(r"^(?P<path>.*)$", fallback.unrouted, name="api-unrouted"),
 ]

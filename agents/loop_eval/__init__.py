@@ -12,7 +12,6 @@ shipped traces (or labelled stops from the database), calls `evaluate` and print
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -216,27 +215,3 @@ def chart_svg(rows: list[Row], best: Row | None) -> str:
         )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
-
-
-def core_latency(threshold: float | None, *, window: int = 8, rounds: int = 2000) -> float:
-    """Microseconds per tool-request decision of the core, the window holding `window` earlier
-    calls of the same tool (the near-duplicate check's worst case: it scores every one).
-
-    For `manage.py bench`: the near-duplicate check adds no SQL statement (the window is on the
-    task row), so its whole cost is this CPU time.
-    """
-    limits = eval_limits(threshold)
-    entries = []
-    for i in range(window):
-        fp, text = core.fingerprint("search", {"q": f"topic {i} quarterly report", "limit": 10}, [])
-        entries.append(g.WindowEntry(fingerprint=fp, tool="search", args=text))
-    agent = g.AgentView()
-    started = time.perf_counter()
-    for i in range(rounds):
-        task = g.TaskState(
-            state=g.RUNNING, phase=1, limits=limits, deadline_at=NOW + timedelta(hours=1),
-            window=list(entries),
-        )  # fmt: skip
-        req = g.ToolRequest(tool="search", args={"q": f"new question {i % 50}", "limit": 10})
-        core.request_tool(task, req, None, agent, NOW)
-    return (time.perf_counter() - started) / rounds * 1e6

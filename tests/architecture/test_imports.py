@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agents", "ledger", "console", "loopwarden")
+PACKAGES = ("agents", "ledger", "console", "loopwarden", "devtools")
 
 
 def project_modules(root: Path = ROOT) -> dict[str, Path]:

@@ -13,9 +13,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agents.management.commands.simulate import LostWrite
 from agents.models import Task
+from devtools.management.commands.simulate import LostWrite
 from tests.live import ROOT
+
+pytestmark = pytest.mark.usefixtures("devtools")
 
 
 def simulate(api_url: str, *args: str) -> str:

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from agents.models import Agent, Task, ToolCall
 
 
-def test_it_prints_the_timings_and_rolls_back(db):
+def test_it_prints_the_timings_and_rolls_back(db, devtools):
     out = StringIO()
     call_command("measure_render", rows=120, runs=1, stdout=out)
     text = out.getvalue()

@@ -22,11 +22,7 @@ def api_routes() -> list[str]:
               if isinstance(p, URLResolver) and str(p.pattern) == "api/v1/"]  # fmt: skip
     routes = []
     for pattern in api.url_patterns:
-        if (
-            isinstance(pattern, URLPattern)
-            and pattern.name not in NOT_ENDPOINTS
-            and not pattern.name.startswith("api-bench")
-        ):
+        if isinstance(pattern, URLPattern) and pattern.name not in NOT_ENDPOINTS:
             routes.append(re.sub(r"<(?:\w+:)?(\w+)>", "{}", str(pattern.pattern)))
     return routes
 

@@ -1,18 +1,17 @@
-"""The baseline endpoint of `manage.py bench`: the cheapest authenticated write the API can do.
+"""What `manage.py bench` needs of the server it starts: a baseline and a statement count.
 
-One bearer-token authentication and one single-row UPDATE in one transaction, through the same
-middleware and DRF stack as every guard decision. The bench compares the decisions with it, so
-the figures say what the guard itself costs beyond "an authenticated write to the database".
+The baseline endpoint is the cheapest authenticated write the API can do: one bearer-token
+authentication and one single-row UPDATE in one transaction, through the same middleware and
+DRF stack as every guard decision. The bench compares the decisions with it, so the figures say
+what the guard itself costs beyond "an authenticated write to the database".
 
-Routed only when DEBUG is on or LOOPWARDEN_BENCH=true (the bench sets it for its own server).
+Routed (devtools/urls.py) only when the devtools app is installed: never in production.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.db import connection, transaction
-from django.urls import path
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
@@ -30,15 +29,6 @@ class Baseline(APIView):
         with transaction.atomic():
             ApiToken.objects.filter(pk=request.auth.pk).update(last_used_at=timezone.now())
         return Response({"ok": True})
-
-
-def enabled() -> bool:
-    return settings.DEBUG or env_bool("LOOPWARDEN_BENCH", False)
-
-
-urlpatterns = (
-    [path("_bench/baseline", Baseline.as_view(), name="api-bench-baseline")] if enabled() else []
-)
 
 
 class StatementCountMiddleware:

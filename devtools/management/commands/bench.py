@@ -8,17 +8,22 @@ HTTP, through the thin client, as agents see it:
    verified progress; every fourth tool a write claimed in the ledger), a fresh task every 15
    rounds. Decisions per second and p50/p95/p99 latency, per endpoint and overall.
 2. The same N threads against a baseline endpoint doing one single-row UPDATE in one
-   transaction behind the same authentication (`agents/api/bench.py`), and the ratio.
+   transaction behind the same authentication (`devtools/server.py`), and the ratio.
 3. Decision latency on a task with 10 prior trace rows versus one with 5,000. Those rows are
    bulk-inserted through the ORM for speed; the measured decisions are real HTTP requests.
    A decision reads and writes one task row, whatever the trace length, so the ratio should
    be near 1. Measured twice: in evidence mode (the verifier's revision is progress) and in
    novelty mode (every step's data is new; the long task has seen one data hash per step, kept
    in their own table), where the ratio should stay near 1 too (at most 1.1).
-4. A tool request plus its result through the thin client on one kept-alive connection, against
+4. A read tool's request with a near-duplicate threshold on its tool policy (lexical) against
+   the same request without one, one request at a time, each on a fresh task whose window holds
+   30 earlier calls of the tool (varied queries, none of them progress), so the check scores
+   every one. Latency and SQL statements of both and their ratio (the acceptance: at most
+   1.2x, and no statement more).
+5. A tool request plus its result through the thin client on one kept-alive connection, against
    the same pair on a new connection per request (the server is gunicorn with the repository's
    gunicorn.conf.py, as `./dev run` serves).
-5. A soak: `--soak-agents` agents for a fixed count of decisions; its p99, then a check that
+6. A soak: `--soak-agents` agents for a fixed count of decisions; its p99, then a check that
    every task's counters equal the decisions recorded in its trace (the differential is zero).
 
 Every decision's SQL statements are counted by the server (`StatementCountMiddleware`, on under
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -50,9 +56,10 @@ from django.db import connections, transaction
 from django.utils import timezone
 from loopwarden_client import Client, LoopwardenError, TaskStopped
 
-from agents import loop_eval
 from agents.guard import core
 from agents.guard import types as g
+from agents.loop_eval import NOW, eval_limits
+from devtools.live import gunicorn_server
 
 ALIAS = "bench"
 MODEL = "bench-model"
@@ -119,6 +126,8 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="INFO", help="the server's LOG_LEVEL")
         parser.add_argument("--trace-length", type=int, default=5000, help="the long trace")
         parser.add_argument("--samples", type=int, default=100, help="rounds per trace length")
+        parser.add_argument("--threshold-samples", type=int, default=200,
+                            help="tool requests with and without a near-duplicate threshold")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         url = opts["database_url"]
@@ -131,10 +140,14 @@ class Command(BaseCommand):
             raise CommandError("--agents: counts separated by commas, e.g. 8,32") from None
         if opts["quick"]:
             opts.update(seconds=min(opts["seconds"], 5.0), samples=min(opts["samples"], 10),
+                        threshold_samples=min(opts["threshold_samples"], 60),
                         trace_length=min(opts["trace_length"], 500), pairs=min(opts["pairs"], 10),
                         soak_decisions=min(opts["soak_decisions"], 640))  # fmt: skip
-        if min(counts) < 1 or opts["seconds"] <= 0 or opts["samples"] < 1:
-            raise CommandError("--agents, --seconds and --samples must be positive")
+        if (min(counts) < 1 or opts["seconds"] <= 0 or opts["samples"] < 1
+                or opts["threshold_samples"] < 1):  # fmt: skip
+            raise CommandError(
+                "--agents, --seconds, --samples and --threshold-samples must be positive"
+            )
         opts["database"] = "SQLite (the embedded default)" if sqlite else "PostgreSQL"
         self.say(f"database {url}: creating if missing, migrating")
         if not sqlite:
@@ -143,10 +156,10 @@ class Command(BaseCommand):
         use_database(url)
         tokens = prepare_agents(max([*counts, opts["soak_agents"]]))
         opts["load_before"] = os.getloadavg()[0]
-        from tests.live import gunicorn_server  # the launcher the concurrency tests use
-
-        # The throttle runs (its cost is part of a decision's) but at a rate no bench reaches.
-        env = {"LOOPWARDEN_BENCH": "true", "DB_CONN_MAX_AGE": str(opts["conn_max_age"]),
+        # The server has the developer tools (the baseline endpoint, the statement counts). The
+        # throttle runs (its cost is part of a decision's) but at a rate no bench reaches.
+        env = {"LOOPWARDEN_DEVTOOLS": "true", "LOOPWARDEN_BENCH": "true",
+               "DB_CONN_MAX_AGE": str(opts["conn_max_age"]),
                "LOG_LEVEL": opts["log_level"], "API_THROTTLE_RATE": "1000000/second"}  # fmt: skip
         with gunicorn_server(database_url=url, workers=opts["workers"], threads=opts["threads"],
                              env=env) as server:  # fmt: skip
@@ -167,6 +180,9 @@ class Command(BaseCommand):
             self.say("the same in novelty mode")
             novelty = trace_latency(server.api, tokens[0], opts["trace_length"], opts["samples"],
                                     novelty=True)  # fmt: skip
+            self.say(f"near-duplicate threshold on vs off, {opts['threshold_samples']} requests "
+                     f"each, {WINDOW_CALLS} prior calls in the window")  # fmt: skip
+            threshold = threshold_latency(server.api, tokens[0], opts["threshold_samples"])
             self.say(f"keep-alive: {opts['pairs']} tool request + result pairs, twice")
             pairs = keepalive_pairs(server.api, tokens[0], opts["pairs"])
             soak = None
@@ -179,6 +195,7 @@ class Command(BaseCommand):
             opts["agents"] = count
             self.report(opts, decisions, baseline, short, long, one_by_one)
         self.report_novelty(opts, *novelty)
+        self.report_threshold(*threshold)
         self.report_pairs(*pairs)
         if soak is not None:
             self.report_soak(opts, soak)
@@ -186,8 +203,8 @@ class Command(BaseCommand):
 
     def report_similarity(self) -> None:
         """Near-duplicate check (lexical) on vs off: CPU only, it adds no SQL statement."""
-        off = loop_eval.core_latency(None)
-        on = loop_eval.core_latency(0.5)
+        off = core_latency(None)
+        on = core_latency(0.5)
         self.stdout.write("tool-request decision in the guard core, window of 8 calls of the tool:")
         self.stdout.write(f"  without a threshold {off:7.1f} us; with 0.50 (lexical) {on:7.1f} us "
                           f"(x{on / off:.2f})")  # fmt: skip
@@ -276,6 +293,32 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.trace_length_table(opts, title, short, long, None)
 
+    def report_threshold(
+        self, without: Samples, with_: Samples, not_executed: int, probe: dict[str, str]
+    ) -> None:
+        """Issue 12: a decision with a threshold stays within 1.2x of one without, and the
+        check adds no SQL statement (the window is on the task row it already reads)."""
+        out = self.stdout.write
+        out("")
+        out(f"a read tool's request, near-duplicate threshold {THRESHOLD:.2f} (lexical) on its "
+            f"policy vs none, {WINDOW_CALLS} prior calls of the tool in the window, "
+            "one request at a time, interleaved:")  # fmt: skip
+        head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
+        out(head)
+        out("-" * len(head))
+        out(row("without a threshold", without["tool"]))
+        out(row(f"with {THRESHOLD:.2f} (lexical)", with_["tool"]))
+        out(ratio_row("with / without", with_["tool"], without["tool"]))
+        out("SQL statements per request, counted by the server (median, min-max):")
+        for label, samples in (("without a threshold", without), ("with a threshold", with_)):
+            counted = samples.get("tool#sql")
+            out(f"  {label:<28}{statements_cell(counted) if counted else 'not counted'}")
+        if not_executed:
+            out(f"requests not answered EXECUTE (a near duplicate after all): {not_executed}")
+        # The check did run: a rephrased earlier query is BLOCKed with the threshold only.
+        out(f"a rephrased earlier query: {probe[TOOL_WITHOUT]} without a threshold, "
+            f"{probe[TOOL_WITH]} with it")  # fmt: skip
+
     def report_pairs(self, kept: list[float], fresh: list[float]) -> None:
         out = self.stdout.write
         out("")
@@ -320,6 +363,30 @@ def row(label: str, values: list[float], seconds: float | None = None) -> str:
     rate = f"{len(values) / seconds:>10.1f}" if seconds else f"{'':>10}"
     cells = "".join(f"{percentile(values, q):>9.2f}" for q in (50, 95, 99))
     return f"{label:<30}{len(values):>10}{rate}{cells}"
+
+
+def core_latency(threshold: float | None, *, window: int = 8, rounds: int = 2000) -> float:
+    """Microseconds per tool-request decision of the core, the window holding `window` earlier
+    calls of the same tool (the near-duplicate check's worst case: it scores every one).
+
+    The near-duplicate check adds no SQL statement (the window is on the task row), so its whole
+    cost is this CPU time.
+    """
+    limits = eval_limits(threshold)
+    entries = []
+    for i in range(window):
+        fp, text = core.fingerprint("search", {"q": f"topic {i} quarterly report", "limit": 10}, [])
+        entries.append(g.WindowEntry(fingerprint=fp, tool="search", args=text))
+    agent = g.AgentView()
+    started = time.perf_counter()
+    for i in range(rounds):
+        task = g.TaskState(
+            state=g.RUNNING, phase=1, limits=limits, deadline_at=NOW + timedelta(hours=1),
+            window=list(entries),
+        )  # fmt: skip
+        req = g.ToolRequest(tool="search", args={"q": f"new question {i % 50}", "limit": 10})
+        core.request_tool(task, req, None, agent, NOW)
+    return (time.perf_counter() - started) / rounds * 1e6
 
 
 # -- the database ------------------------------------------------------------------------------
@@ -593,6 +660,145 @@ def trace_latency(
             for _ in range(4):  # as many as one round has decisions
                 timed(baseline, "baseline", http.post, "_bench/baseline")
     return short, long, baseline["baseline"]
+
+
+# -- near-duplicate threshold -------------------------------------------------------------------
+
+THRESHOLD = 0.8
+WINDOW_CALLS = 30
+TOOL_WITH, TOOL_WITHOUT = "bench_kb_search_near", "bench_kb_search"
+# A support agent searching its knowledge base: 40 x 30 queries, alike enough to share words
+# (a lexical score up to about 0.6 between two of them), none a near duplicate at THRESHOLD.
+SUBJECTS = (
+    "refund policy", "invoice disputes", "shipping delays", "VAT rates", "currency conversion",
+    "chargeback rules", "subscription renewals", "payment retries", "fraud screening",
+    "customer onboarding", "warehouse capacity", "supplier contracts", "late fees",
+    "credit limits", "bank holidays", "data retention", "account closure", "tax exemptions",
+    "discount codes", "partial shipments", "return labels", "price matching", "loyalty points",
+    "gift cards", "payout schedules", "dunning emails", "proration", "trial periods",
+    "invoice numbering", "purchase orders", "escrow accounts", "wire transfers", "card declines",
+    "address validation", "customs duties", "service outages", "SLA credits", "usage billing",
+    "seat licenses", "refund approvals",
+)  # fmt: skip
+ASPECTS = (
+    "for enterprise customers", "in Germany", "since the 2024 update", "examples", "edge cases",
+    "who approves", "how long it takes", "common errors", "legal requirements", "in the EU",
+    "for marketplaces", "internal FAQ", "escalation path", "API fields", "monthly report",
+    "best practices", "known issues", "audit trail", "history of changes",
+    "for small businesses", "in Japan", "with multiple currencies", "exceptions", "deadlines",
+    "support macros", "risk scoring", "latest memo", "team owner", "metrics dashboard",
+    "open tickets",
+)  # fmt: skip
+
+
+def search_args(query: str) -> dict[str, Any]:
+    return {"query": query, "limit": 10}
+
+
+def grow_window(task_id: str, tool: str, queries: list[str], **limits: Any) -> None:
+    """Give a task one earlier call of `tool` per query, none of them progress: its trace rows
+    (a model call and the tool call each) and, on the task row, the detection window they
+    fill, with counters to match and room for more.
+
+    The near-duplicate check scores a request against every call of its tool in the window,
+    so this is the state in which it costs the most: a model searching around, not yet
+    stopped by the stagnation limit (raised here). `limits` overrides some more."""
+    from agents.models import ModelCall, Task, ToolCall
+
+    now = timezone.now()
+    with transaction.atomic(using=ALIAS):
+        task = Task.objects.using(ALIAS).select_for_update().get(pk=task_id)
+        model_rows, tool_rows, window = [], [], []
+        for step, query in enumerate(queries, start=1):
+            args = search_args(query)
+            data = {"query": query, "hits": [{"title": f"KB-{step}", "score": 0.4}]}
+            fingerprint, args_text = core.fingerprint(tool, args, [])
+            model_rows.append(ModelCall(
+                task=task, seq=2 * step - 1, phase=1, round=step, model=MODEL,
+                decision=g.ALLOW, est_prompt_tokens=800, max_output_tokens=200,
+                reserved_cost=Decimal(0), prompt_tokens=750, completion_tokens=150,
+                cost=Decimal("0.0006"), tool_calls=[{"name": tool, "args": args}],
+                settled_at=now,
+            ))  # fmt: skip
+            tool_rows.append(ToolCall(
+                task=task, seq=2 * step, phase=1, tool=tool, args=args, effect=g.READ,
+                fingerprint=fingerprint, args_text=args_text, decision=g.EXECUTE,
+                result_kind="SUCCESS", result_data=data, result_decision=g.CONTINUE,
+                revision_after=0, duration_ms=1, reported_at=now,
+            ))  # fmt: skip
+            window.append(g.WindowEntry(fingerprint=fingerprint, tool=tool, args=args_text,
+                                        result=f"{data}"[:80]).to_dict())  # fmt: skip
+        ModelCall.objects.using(ALIAS).bulk_create(model_rows)
+        ToolCall.objects.using(ALIAS).bulk_create(tool_rows)
+        steps = len(queries)
+        task.trace_seq = 2 * steps
+        task.model_calls = task.tool_requests = task.tool_executions = steps
+        task.tokens_used = 900 * steps
+        task.cost_spent = Decimal("0.0006") * steps
+        task.stagnant = steps
+        task.window = window
+        budget = 2 * steps + 10
+        task.limits = {**task.limits, "max_model_calls": budget, "max_tool_requests": budget,
+                       "max_tool_executions": budget, "max_tokens": 10**12,
+                       "max_cost": "100000", "max_stagnant": budget,
+                       "progress_mode": "evidence", **limits}  # fmt: skip
+        task.deadline_at = now + timedelta(hours=1)
+        task.save(using=ALIAS)
+
+
+def threshold_latency(
+    api: str, token: str, samples: int
+) -> tuple[Samples, Samples, int, dict[str, str]]:
+    """Tool-request latencies (and statement counts) without and with a near-duplicate
+    threshold on the tool's policy, one request at a time, alternating which goes first.
+
+    Two tools, each with a policy of its own, alike but for the threshold; every request is on
+    a fresh task whose window holds WINDOW_CALLS earlier calls of its tool (queries drawn
+    afresh for each task, so no worker has scored them before). The request itself is a new
+    query: EXECUTE either way. Returns (without, with, requests not answered EXECUTE, and the
+    decision each tool got for a rephrased earlier query: BLOCK shows the check ran)."""
+    from agents.models import ToolPolicy
+
+    # Saved one by one: the post_save signal bumps the catalog version, so every worker
+    # reloads the policies at its next decision.
+    for tool, threshold in ((TOOL_WITH, THRESHOLD), (TOOL_WITHOUT, None)):
+        policy, _ = ToolPolicy.objects.using(ALIAS).get_or_create(tool=tool)
+        policy.near_duplicate_threshold = threshold
+        policy.similarity_provider = "lexical"
+        policy.save(using=ALIAS)
+    rng = random.Random(12)
+    queries = [f"{subject} {aspect}" for subject in SUBJECTS for aspect in ASPECTS]
+    without: Samples = defaultdict(list)
+    with_: Samples = defaultdict(list)
+    not_executed = 0
+
+    def task_with_window(client: Client, tool: str, **limits: Any) -> tuple[str, str, str]:
+        """A fresh task with its window grown, the query of its next request and the last
+        query in its window."""
+        task_id = client.create_task("bench: searching the knowledge base")["id"]
+        *prior, query = rng.sample(queries, WINDOW_CALLS + 1)
+        grow_window(task_id, tool, prior, **limits)
+        return task_id, query, prior[-1]
+
+    with bench_client(api, token) as client:
+        warm_up = 8  # every worker loads the new policies before the clock starts
+        for n in range(warm_up + samples):
+            pair = [(TOOL_WITHOUT, without), (TOOL_WITH, with_)]
+            ready = [(tool, into, *task_with_window(client, tool)) for tool, into in pair]
+            for tool, into, task_id, query, _ in ready if n % 2 else reversed(ready):
+                measured = into if n >= warm_up else defaultdict(list)
+                answer = timed(measured, "tool", client.request_tool, task_id, tool,
+                               search_args(query), effect="read")  # fmt: skip
+                if answer["decision"] != g.EXECUTE and n >= warm_up:
+                    not_executed += 1
+        # One near member is a cluster big enough here (max_same_call 1): the rephrased query
+        # is BLOCKed if and only if the check ran.
+        probe = {}
+        for tool in (TOOL_WITHOUT, TOOL_WITH):
+            task_id, _, earlier = task_with_window(client, tool, max_same_call=1)
+            rephrased = search_args(f"please, {earlier}")
+            probe[tool] = client.request_tool(task_id, tool, rephrased, effect="read")["decision"]
+    return without, with_, not_executed, probe
 
 
 # -- keep-alive ---------------------------------------------------------------------------------
