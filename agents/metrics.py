@@ -33,7 +33,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import AgentDay, Task
 from ledger.selectors import operations_waiting_verdict
 
@@ -100,7 +100,7 @@ def decision_counted(kind: str, decision: str, reason: str | None, *, stopped: b
     """Count one decision; called by `hooks.decision_logged` whatever the log level."""
     DECISIONS.labels(kind, decision, reason or "").inc()
     if stopped:
-        STOPS.labels(reason or "", g.REASON_CODES.get(reason or "") or "").inc()
+        STOPS.labels(reason or "", terms.REASON_CODES.get(reason or "") or "").inc()
     arrived = _request_arrived.get()
     if arrived is not None:
         DECISION_SECONDS.labels(kind).observe(time.perf_counter() - arrived)
@@ -139,7 +139,7 @@ class DatabaseCollector(Collector):
         now = timezone.now()
         tasks = GaugeMetricFamily("loopwarden_tasks", "Tasks by state.", labels=["state"])
         found = dict(Task.objects.order_by().values_list("state").annotate(n=Count("id")))
-        for state in g.TASK_STATES:
+        for state in terms.TASK_STATES:
             tasks.add_metric([state], found.get(state, 0))
         yield tasks
 

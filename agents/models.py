@@ -16,19 +16,19 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.guard.limits import PROFILE_DEFAULTS
 
-STATE_CHOICES = [(s, s) for s in g.TASK_STATES]
-REASON_CHOICES = [(r, r) for r in g.REASONS]
-DECISION_CHOICES = [(d, d) for d in g.DECISIONS]
-EFFECT_CHOICES = [(g.READ, g.READ), (g.WRITE, g.WRITE)]
+STATE_CHOICES = [(s, s) for s in terms.TASK_STATES]
+REASON_CHOICES = [(r, r) for r in terms.REASONS]
+DECISION_CHOICES = [(d, d) for d in terms.DECISIONS]
+EFFECT_CHOICES = [(terms.READ, terms.READ), (terms.WRITE, terms.WRITE)]
 MONEY = {"max_digits": 14, "decimal_places": 6}
 
 
 # Every limit's default, defined once: the guard core's `Limits` (and, for the two
 # profile-only fields of the task creation rate, `PROFILE_DEFAULTS` beside it).
-DEFAULTS = g.Limits()
+DEFAULTS = terms.Limits()
 
 
 class LimitProfile(models.Model):
@@ -98,8 +98,8 @@ class LimitProfile(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def limits(self) -> g.Limits:
-        return g.Limits.from_dict({name: getattr(self, name) for name in g.Limits.names()})
+    def limits(self) -> terms.Limits:
+        return terms.Limits.from_dict({name: getattr(self, name) for name in terms.Limits.names()})
 
 
 class Agent(models.Model):
@@ -206,7 +206,7 @@ class Task(models.Model):
     goal = models.TextField()
     external_ref = models.CharField(max_length=200, blank=True)
     trigger_key = models.CharField(max_length=200, blank=True)
-    state = models.CharField(max_length=12, choices=STATE_CHOICES, default=g.RUNNING)
+    state = models.CharField(max_length=12, choices=STATE_CHOICES, default=terms.RUNNING)
     reason = models.CharField(max_length=32, choices=REASON_CHOICES, blank=True)
     phase = models.PositiveIntegerField(default=1)
     limits = models.JSONField()
@@ -256,7 +256,9 @@ class Task(models.Model):
             models.Index(fields=["agent", "trigger_key", "created_at"], name="task_trigger"),
         ]
         constraints = [
-            models.CheckConstraint(condition=Q(state__in=g.TASK_STATES), name="task_state_valid"),
+            models.CheckConstraint(
+                condition=Q(state__in=terms.TASK_STATES), name="task_state_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(cost_spent__gte=0) & Q(cost_reserved__gte=0),
                 name="task_cost_non_negative",
@@ -273,11 +275,11 @@ class Task(models.Model):
 
     @property
     def terminal(self) -> bool:
-        return self.state in g.TERMINAL_STATES
+        return self.state in terms.TERMINAL_STATES
 
     @property
     def code(self) -> str | None:
-        return g.REASON_CODES.get(self.reason) if self.reason else None
+        return terms.REASON_CODES.get(self.reason) if self.reason else None
 
 
 class SeenHash(models.Model):

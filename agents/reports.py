@@ -16,12 +16,12 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents import loop_eval
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import DailyRollup, Event, LimitProfile, Task
 from agents.selectors import labelled_traces
 
 # Every breaker code, in a stable order (CSV columns, table columns).
-TRIP_CODES: tuple[str, ...] = tuple(sorted({c for c in g.REASON_CODES.values() if c}))
+TRIP_CODES: tuple[str, ...] = tuple(sorted({c for c in terms.REASON_CODES.values() if c}))
 
 # Suggest tightening a limit only with enough evidence, and only when the limit is more than
 # LOOSE_FACTOR times the p95 of what completed tasks used: p95 x 1.5 to 2 still leaves room.
@@ -111,7 +111,7 @@ def limit_suggestions(*, days: int, today: date | None = None) -> list[Suggestio
     first, _last = window(days, today=today)
     fields = [usage for _limit, usage in USAGE if usage]
     completed = Task.objects.filter(
-        state=g.COMPLETED, profile__isnull=False, created_at__date__gte=first
+        state=terms.COMPLETED, profile__isnull=False, created_at__date__gte=first
     ).values_list("profile_id", "created_at", "ended_at", *fields)
     by_profile: dict[int, list[tuple]] = {}
     for row in completed:

@@ -28,8 +28,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Subquery
 
 from agents.errors import NotFound
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.models import Agent, CatalogVersion, Task, ToolCall
 
 SNAPSHOT_FIELDS = (
@@ -94,14 +93,14 @@ def save_task(task: Task) -> None:
         )
 
 
-def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> g.TaskState:
+def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> terms.TaskState:
     """The core's view of the row. `seen_hashes` are the few seen data hashes a decision needs
     (they live in their own table; see `runner.tool_call_result`)."""
-    return g.TaskState(
+    return terms.TaskState(
         state=task.state,
         reason=task.reason or None,
-        limits=g.Limits.from_dict(task.limits),
-        window=[g.WindowEntry.from_dict(e) for e in task.window],
+        limits=terms.Limits.from_dict(task.limits),
+        window=[terms.WindowEntry.from_dict(e) for e in task.window],
         blocked=list(task.blocked),
         pending=list(task.pending),
         signatures=list(task.signatures),
@@ -113,7 +112,7 @@ def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> g.TaskState
     )
 
 
-def apply_state(task: Task, state: g.TaskState) -> None:
+def apply_state(task: Task, state: terms.TaskState) -> None:
     """Copy the core's result onto the row (the caller saves it)."""
     task.state = state.state
     task.reason = state.reason or ""
@@ -129,7 +128,9 @@ def apply_state(task: Task, state: g.TaskState) -> None:
         setattr(task, name, getattr(state, name))
 
 
-def release_execution(task: Task, state: g.TaskState, call: ToolCall | None, now: datetime) -> bool:
+def release_execution(
+    task: Task, state: terms.TaskState, call: ToolCall | None, now: datetime
+) -> bool:
     """The claim of an EXECUTE'd `call` expired or was reconciled: it leaves the pending set.
 
     Once per call: the call row is marked released with a conditional update, so a sweep, a
@@ -137,7 +138,7 @@ def release_execution(task: Task, state: g.TaskState, call: ToolCall | None, now
     them, and a late result (`ToolCallView.in_flight` false) removes none. Called under the
     lock of the call's `task`, whose `state` the caller writes back. True when released now.
     """
-    if call is None or call.decision != g.EXECUTE or call.task_id != task.pk:
+    if call is None or call.decision != terms.EXECUTE or call.task_id != task.pk:
         return False
     claimed = ToolCall.objects.filter(
         pk=call.pk, task_id=task.pk, reported_at=None, released_at=None

@@ -15,7 +15,7 @@ from django import forms
 from django.conf import settings
 
 from agents import storable
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Agent
 from agents.services.admin import PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
@@ -52,7 +52,7 @@ class TaskFilterForm(_FilterForm):
 
     def __init__(self, *args, agents: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["state"].choices = _filter_choices("Any state", g.TASK_STATES)
+        self.fields["state"].choices = _filter_choices("Any state", terms.TASK_STATES)
         self.fields["agent"].choices = _filter_choices("Any agent", agents)
 
     def filters(self) -> dict[str, Any]:
@@ -100,9 +100,9 @@ class ResumeForm(forms.Form):
 class ReconcileForm(forms.Form):
     verdict = forms.ChoiceField(
         choices=[
-            (g.OP_COMMITTED, "Committed: it happened"),
-            (g.NOT_COMMITTED, "Not committed: it did not happen"),
-            (g.UNKNOWN, "Still unknown"),
+            (terms.OP_COMMITTED, "Committed: it happened"),
+            (terms.NOT_COMMITTED, "Not committed: it did not happen"),
+            (terms.UNKNOWN, "Still unknown"),
         ],
         widget=forms.RadioSelect,
         error_messages={"required": "Choose a verdict."},
@@ -124,7 +124,7 @@ class ReconcileForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if data.get("result", "").strip() and data.get("verdict") not in (None, g.OP_COMMITTED):
+        if data.get("result", "").strip() and data.get("verdict") not in (None, terms.OP_COMMITTED):
             self.add_error("result", "Only a COMMITTED verdict stores a result.")
         elif "result" in data:
             try:
@@ -254,13 +254,13 @@ class TaskLimitsForm(forms.Form):
     def __init__(self, *args, limits: dict[str, Any], **kwargs):
         super().__init__(*args, **kwargs)
         self.current = limits
-        for name in g.Limits.names():
+        for name in terms.Limits.names():
             self.fields[name] = _limit_field(name)
             self.fields[name].initial = limit_text(name, limits.get(name))
 
     def changes(self) -> dict[str, Any]:
         out = {}
-        for name in g.Limits.names():
+        for name in terms.Limits.names():
             value = limit_value(name, self.cleaned_data.get(name))
             if _differs(name, value, self.current.get(name)):
                 out[name] = value

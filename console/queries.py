@@ -9,7 +9,7 @@ from decimal import Decimal
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Agent, AgentDay, ApiToken, Event, Task
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
 from console.words import CODE_WORDS, STATE_WORDS
@@ -38,7 +38,7 @@ class StateCount:
 
 def state_counts() -> list[StateCount]:
     found = dict(Task.objects.order_by().values_list("state").annotate(n=Count("id")))
-    return [StateCount(s, STATE_WORDS[s], found.get(s, 0)) for s in g.TASK_STATES]
+    return [StateCount(s, STATE_WORDS[s], found.get(s, 0)) for s in terms.TASK_STATES]
 
 
 def trips_today() -> list[tuple[str, str, int]]:
@@ -69,7 +69,9 @@ def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = Fal
         query = query.filter(agent__name=agent)
     if needs_human:
         # A task needs a human when the guard said so, or when a write it claimed is UNKNOWN.
-        query = query.filter(Q(state=g.NEEDS_HUMAN) | Q(operations__state=g.UNKNOWN)).distinct()
+        query = query.filter(
+            Q(state=terms.NEEDS_HUMAN) | Q(operations__state=terms.UNKNOWN)
+        ).distinct()
     return query.defer("window", "blocked", "signatures", "report")
 
 
@@ -118,7 +120,7 @@ def reconcile_queue() -> list[Operation]:
 def recent_reconciliations(limit: int = 10):
     return list(
         Reconciliation.objects.select_related("operation__task")
-        .exclude(verdict=g.UNKNOWN)
+        .exclude(verdict=terms.UNKNOWN)
         .order_by("-created_at", "-id")[:limit]
     )
 
@@ -130,7 +132,7 @@ def agents_overview() -> list[Agent]:
     today = timezone.now().date()
     agents = list(
         Agent.objects.annotate(
-            running=Count("tasks", filter=Q(tasks__state=g.RUNNING)),
+            running=Count("tasks", filter=Q(tasks__state=terms.RUNNING)),
         )
         .select_related("default_profile")
         .prefetch_related(

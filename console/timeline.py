@@ -23,7 +23,7 @@ from math import ceil
 from typing import Any
 
 from agents import storable
-from agents.guard import types as g
+from agents.guard import terms
 from agents.guard.lifecycle import release_pending
 from agents.guard.window import cycle_period, is_poll, join_window, repetition, window_count
 from agents.models import ModelCall, Task, ToolCall
@@ -143,7 +143,7 @@ class Timeline:
 
 # A result that reached the tool gate's progress step (step 5) joined the window, unless the
 # task was already stopped when it arrived: these kinds, with neither of these reasons.
-_JOINING_KINDS = (g.SUCCESS, g.RETRYABLE)
+_JOINING_KINDS = (terms.SUCCESS, terms.RETRYABLE)
 _BEFORE_PROGRESS_STEP = ("invalid_evidence", "unknown_commit")
 
 
@@ -201,8 +201,10 @@ def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]
     timestamps, exact for an agent that calls one tool at a time.
     """
     steps, phases = _steps(task)
-    limits = g.Limits.from_dict(task.limits)
-    state = g.TaskState(state=g.RUNNING, phase=1, limits=limits, deadline_at=task.deadline_at)
+    limits = terms.Limits.from_dict(task.limits)
+    state = terms.TaskState(
+        state=terms.RUNNING, phase=1, limits=limits, deadline_at=task.deadline_at
+    )
     owner: dict[int, int] = {}  # id(window entry) -> the seq of the call it stands for
     marks: dict[int, Marks] = {}
     seen: dict[str, int] = {}
@@ -222,7 +224,7 @@ def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]
             if kind not in _JOINING_KINDS or reason in _BEFORE_PROGRESS_STEP:
                 continue
             progress = novel_keys is not None or state.revision > before
-            entry = g.WindowEntry(fingerprint=fp, tool=tool)
+            entry = terms.WindowEntry(fingerprint=fp, tool=tool)
             owner[id(entry)] = seq
             join_window(state, entry, progress=progress)
         elif not is_poll(job_id):
@@ -236,10 +238,10 @@ def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]
                 for member in members:
                     cycle_mark = marks.setdefault(member, Marks())
                     cycle_mark.cycle = cycle_mark.cycle or period
-            if decision == g.EXECUTE:
+            if decision == terms.EXECUTE:
                 state.pending.append(fp)
-            elif decision == g.REUSE:
-                entry = g.WindowEntry(fingerprint=fp, tool=tool)
+            elif decision == terms.REUSE:
+                entry = terms.WindowEntry(fingerprint=fp, tool=tool)
                 owner[id(entry)] = seq
                 join_window(state, entry, progress=False)
     tags: dict[str, FingerprintTag] = {}

@@ -17,8 +17,7 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from agents import storable
 from agents.errors import DomainError
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.guard.report import resume_condition
 from agents.models import Agent, Task
 from agents.services import operator
@@ -110,7 +109,7 @@ def task_context(request, task: Task, **forms) -> dict:
         "can_resume": request.user.has_perm(access.RESUME_TASK),
         "can_reconcile": request.user.has_perm(access.RECONCILE),
         "can_change_limits": request.user.has_perm(access.CHANGE_TASK_LIMITS),
-        "resumable": task.terminal and task.state != g.COMPLETED,
+        "resumable": task.terminal and task.state != terms.COMPLETED,
     }
 
 

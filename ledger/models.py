@@ -6,13 +6,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agents.guard import types as g
+from agents.guard import terms
 
-OP_STATE_CHOICES = [(s, s) for s in g.OPERATION_STATES]
+OP_STATE_CHOICES = [(s, s) for s in terms.OPERATION_STATES]
 VERDICT_CHOICES = [
-    (g.OP_COMMITTED, g.OP_COMMITTED),
-    (g.NOT_COMMITTED, g.NOT_COMMITTED),
-    (g.UNKNOWN, g.UNKNOWN),
+    (terms.OP_COMMITTED, terms.OP_COMMITTED),
+    (terms.NOT_COMMITTED, terms.NOT_COMMITTED),
+    (terms.UNKNOWN, terms.UNKNOWN),
 ]
 
 
@@ -46,7 +46,7 @@ class Operation(models.Model):
                 fields=["namespace", "operation_key"], name="operation_key_unique"
             ),
             models.CheckConstraint(
-                condition=Q(state__in=g.OPERATION_STATES), name="operation_state_valid"
+                condition=Q(state__in=terms.OPERATION_STATES), name="operation_state_valid"
             ),
         ]
 

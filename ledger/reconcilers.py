@@ -29,14 +29,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.errors import Conflict, NotFound
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event, ToolPolicy
 from ledger.models import Operation
 from ledger.services import operation_reconcile
 
 log = logging.getLogger("loopwarden.jobs")
 
-ANSWERS = {"committed": g.OP_COMMITTED, "not_committed": g.NOT_COMMITTED}
+ANSWERS = {"committed": terms.OP_COMMITTED, "not_committed": terms.NOT_COMMITTED}
 
 
 class NoAnswer(Exception):
@@ -54,7 +54,7 @@ def operations_to_check(*, limit: int = 200) -> list[int]:
     """UNKNOWN operations of tools with a reconciler that no check has looked at yet."""
     tools = ToolPolicy.objects.exclude(reconcile_url="").values("tool")
     return list(
-        Operation.objects.filter(state=g.UNKNOWN, reconcile_checks=0, tool__in=tools)
+        Operation.objects.filter(state=terms.UNKNOWN, reconcile_checks=0, tool__in=tools)
         .order_by("updated_at")
         .values_list("pk", flat=True)[:limit]
     )
@@ -70,7 +70,7 @@ def operation_check(*, operation_id: int, attempt: int) -> CheckOutcome:
     now = timezone.now()
     claimed = Operation.objects.filter(
         pk=operation_id,
-        state=g.UNKNOWN,
+        state=terms.UNKNOWN,
         reconcile_checks=attempt,
         reconcile_checks__lt=settings.RECONCILE_MAX_CHECKS,
     ).update(reconcile_checks=F("reconcile_checks") + 1, updated_at=now)
@@ -88,7 +88,7 @@ def operation_check(*, operation_id: int, attempt: int) -> CheckOutcome:
             verdict=verdict,
             note=f"The reconciler of {operation.tool} answered {answer['state']}.",
             actor=f"reconciler:{operation.tool}"[:150],
-            result=answer.get("result") if verdict == g.OP_COMMITTED else None,
+            result=answer.get("result") if verdict == terms.OP_COMMITTED else None,
             evidence={"reconcile_url": policy.reconcile_url, "answer": answer,
                       "check": attempt + 1},
             automatic=True,
@@ -131,7 +131,7 @@ def ask_reconciler(url: str, operation: Operation) -> dict[str, Any]:
 def operation_check_gave_up(*, operation_id: int, error: str) -> None:
     """The bounded checks are spent without an answer: say so on the operation's trail."""
     operation = Operation.objects.select_related("task").filter(pk=operation_id).first()
-    if operation is None or operation.state != g.UNKNOWN:
+    if operation is None or operation.state != terms.UNKNOWN:
         return
     Event.objects.create(
         task_id=operation.task_id, agent_id=operation.task.agent_id, operation=operation,

@@ -17,11 +17,11 @@ from datetime import datetime
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Task
 from ledger.models import Operation
 
-UNRESOLVED_STATES = (g.UNKNOWN, g.IN_FLIGHT)
+UNRESOLVED_STATES = (terms.UNKNOWN, terms.IN_FLIGHT)
 
 
 def is_unresolved(operation: Operation) -> bool:
@@ -56,8 +56,8 @@ def lease_over(operation: Operation, now: datetime) -> bool:
 
 def waits_for_verdict(operation: Operation, now: datetime) -> bool:
     """The row form of `operations_waiting_verdict`: may a verdict be recorded on it now?"""
-    return operation.state == g.UNKNOWN or (
-        operation.state == g.IN_FLIGHT and lease_over(operation, now)
+    return operation.state == terms.UNKNOWN or (
+        operation.state == terms.IN_FLIGHT and lease_over(operation, now)
     )
 
 
@@ -69,5 +69,5 @@ def operations_waiting_verdict(*, now: datetime | None = None) -> QuerySet[Opera
     """
     now = now or timezone.now()
     return Operation.objects.filter(
-        Q(state=g.UNKNOWN) | Q(state=g.IN_FLIGHT, lease_expires_at__lte=now)
+        Q(state=terms.UNKNOWN) | Q(state=terms.IN_FLIGHT, lease_expires_at__lte=now)
     )

@@ -18,13 +18,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Agent, Event, Task, ToolCall
 from agents.taskrow import apply_state, lock_task, release_execution, to_state
 from ledger.models import Operation, Reconciliation
 from ledger.selectors import is_unresolved, lease_over, waits_for_verdict
 
-VERDICTS = (g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN)
+VERDICTS = (terms.OP_COMMITTED, terms.NOT_COMMITTED, terms.UNKNOWN)
 
 
 def operation_lock(namespace: str, operation_key: str) -> Operation | None:
@@ -37,12 +37,12 @@ def operation_lock(namespace: str, operation_key: str) -> Operation | None:
     )
 
 
-def operation_view(operation: Operation, now: datetime) -> g.OperationView:
+def operation_view(operation: Operation, now: datetime) -> terms.OperationView:
     """The guard core's view of a locked row."""
-    return g.OperationView(
+    return terms.OperationView(
         state=operation.state,
         fingerprint=operation.fingerprint,
-        lease_live=operation.state == g.IN_FLIGHT and not lease_over(operation, now),
+        lease_live=operation.state == terms.IN_FLIGHT and not lease_over(operation, now),
         result=operation.result,
     )
 
@@ -52,7 +52,7 @@ def operation_claim(
     *,
     agent: Agent,
     task: Task,
-    request: g.ToolRequest,
+    request: terms.ToolRequest,
     fingerprint: str,
     lease: datetime,
     now: datetime,
@@ -68,12 +68,12 @@ def operation_claim(
             tool=request.tool,
             fingerprint=fingerprint,
             args=request.args,
-            state=g.IN_FLIGHT,
+            state=terms.IN_FLIGHT,
             task=task,
             lease_expires_at=lease,
             claimed_at=now,
         )
-    operation.state = g.IN_FLIGHT
+    operation.state = terms.IN_FLIGHT
     operation.task = task
     operation.lease_expires_at = lease
     operation.claimed_at = now
@@ -97,10 +97,10 @@ def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str)
     Whether the claiming execution leaves its task's pending set is the caller's: only that
     task's lock allows it (`agents.taskrow.release_execution`).
     """
-    if operation.state != g.IN_FLIGHT or not lease_over(operation, now):
+    if operation.state != terms.IN_FLIGHT or not lease_over(operation, now):
         return False
     lease = operation.lease_expires_at
-    operation.state = g.UNKNOWN
+    operation.state = terms.UNKNOWN
     operation.reconcile_checks = 0  # a new UNKNOWN episode for the reconciler
     operation.save(update_fields=["state", "reconcile_checks", "updated_at"])
     Event.objects.create(
@@ -112,7 +112,7 @@ def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str)
     return True
 
 
-def operation_settle(task: Task, call: ToolCall, outcome: g.Outcome, now: datetime) -> None:
+def operation_settle(task: Task, call: ToolCall, outcome: terms.Outcome, now: datetime) -> None:
     """A write's result settles its claim (locks the operation row, after the task's).
 
     Only the claiming call settles, and only an open claim (IN_FLIGHT or UNKNOWN); a late
@@ -123,7 +123,7 @@ def operation_settle(task: Task, call: ToolCall, outcome: g.Outcome, now: dateti
     assert call.operation_id is not None and outcome.operation_state is not None
     operation = Operation.objects.select_for_update().get(pk=call.operation_id)
     ours = operation.tool_call_id == call.pk
-    proves_commit = outcome.operation_state == g.OP_COMMITTED
+    proves_commit = outcome.operation_state == terms.OP_COMMITTED
     if (not ours or not is_unresolved(operation)) and not (ours and proves_commit):
         Event.objects.create(
             task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
@@ -181,14 +181,14 @@ def operation_reconcile(
                 code="OPERATION_NOT_UNKNOWN",
             )
         previous = operation.state
-        if verdict == g.OP_COMMITTED:
-            operation.state = g.OP_COMMITTED
+        if verdict == terms.OP_COMMITTED:
+            operation.state = terms.OP_COMMITTED
             operation.result = result
             operation.committed_at = now
-        elif verdict == g.NOT_COMMITTED:
-            operation.state = g.NOT_COMMITTED
+        elif verdict == terms.NOT_COMMITTED:
+            operation.state = terms.NOT_COMMITTED
         else:
-            operation.state = g.UNKNOWN
+            operation.state = terms.UNKNOWN
         operation.lease_expires_at = None
         operation.save()
         # Whatever the verdict, the claiming execution is no longer in flight: it leaves its

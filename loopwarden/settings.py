@@ -243,11 +243,11 @@ SPECTACULAR_SETTINGS = {
         "agents.api.schema.describe_the_api",
     ],
     "ENUM_NAME_OVERRIDES": {
-        "TaskStateEnum": "agents.guard.types.TASK_STATES",
+        "TaskStateEnum": "agents.guard.terms.TASK_STATES",
         "TerminalStateEnum": "agents.api.responses.TERMINAL_STATES",
-        "OperationStateEnum": "agents.guard.types.OPERATION_STATES",
-        "ReasonEnum": "agents.guard.types.REASONS",
-        "DecisionEnum": "agents.guard.types.DECISIONS",
+        "OperationStateEnum": "agents.guard.terms.OPERATION_STATES",
+        "ReasonEnum": "agents.guard.terms.REASONS",
+        "DecisionEnum": "agents.guard.terms.DECISIONS",
         # One decision or row type each: the variants of the oneOf answers.
         **{f"{value.title().replace('_', '')}Enum": [value] for value in (
             "ALLOW", "EXECUTE", "REUSE", "BLOCK", "WAIT", "STOP", "CONTINUE",

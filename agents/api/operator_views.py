@@ -16,7 +16,7 @@ from agents.api.auth import agent_of
 from agents.api.permissions import require_perm
 from agents.api.views import _valid, id_parameter, row_id
 from agents.errors import BadInput, NotFound
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Agent, Event, LimitProfile
 from agents.services import admin, operator
 from ledger import services as ledger_services
@@ -45,7 +45,7 @@ class OperationList(APIView):
         "view_operation). In ledger order, oldest first, a page at a time: follow `next` "
         "until it is null.",
         parameters=[
-            OpenApiParameter("state", {"type": "string", "enum": list(g.OPERATION_STATES)}),
+            OpenApiParameter("state", {"type": "string", "enum": list(terms.OPERATION_STATES)}),
             *pagination.page_parameters(pagination.NUMBER),
         ],
         responses=r.answers({200: r.OperationPage}),
@@ -54,7 +54,7 @@ class OperationList(APIView):
         query = visible_operations(request)
         state = request.query_params.get("state")
         if state is not None:  # `state=` names no state either
-            if state not in g.OPERATION_STATES:
+            if state not in terms.OPERATION_STATES:
                 raise BadInput(
                     f"Unknown operation state {state!r}.",
                     code="BAD_STATE",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import serializers as s
 
-from agents.guard import types as g
+from agents.guard import terms
 
 NULLABLE = {"allow_null": True}
 
@@ -21,7 +21,7 @@ def _choice(values, **kwargs) -> s.ChoiceField:
     return s.ChoiceField(choices=list(values), **kwargs)
 
 
-TERMINAL_STATES = tuple(state for state in g.TASK_STATES if state in g.TERMINAL_STATES)
+TERMINAL_STATES = tuple(state for state in terms.TASK_STATES if state in terms.TERMINAL_STATES)
 
 
 class Const(s.CharField):
@@ -138,14 +138,14 @@ class Limits(s.Serializer):
 
 class ReportOperation(s.Serializer):
     key = s.CharField()
-    state = _choice(g.OPERATION_STATES)
+    state = _choice(terms.OPERATION_STATES)
 
 
 class StopReport(s.Serializer):
     """Stored once when the task stops, returned unchanged on every later call."""
 
     state = _choice(TERMINAL_STATES)
-    reason = _choice(g.REASONS)
+    reason = _choice(terms.REASONS)
     code = s.CharField(
         **NULLABLE,
         help_text="For upstream callers: GUARD_ROUND_LIMIT, GUARD_TIME_LIMIT, GUARD_TOKEN_LIMIT, "
@@ -176,8 +176,8 @@ class Task(s.Serializer):
     external_ref = s.CharField(allow_blank=True)
     trigger_key = s.CharField(allow_blank=True)
     profile = s.CharField(**NULLABLE)
-    state = _choice(g.TASK_STATES, help_text=TASK_STATE_TEXT)
-    reason = _choice(g.REASONS, **NULLABLE, help_text="Why it stopped; null while RUNNING.")
+    state = _choice(terms.TASK_STATES, help_text=TASK_STATE_TEXT)
+    reason = _choice(terms.REASONS, **NULLABLE, help_text="Why it stopped; null while RUNNING.")
     code = s.CharField(**NULLABLE)
     phase = s.IntegerField(help_text="1 at creation; each resume starts the next phase.")
     limits = Limits()
@@ -213,18 +213,18 @@ STOP_TEXT = (
 
 class StopFields(s.Serializer):
     state = _choice(TERMINAL_STATES)
-    reason = _choice(g.REASONS, **NULLABLE)
+    reason = _choice(terms.REASONS, **NULLABLE)
     report = StopReport(**NULLABLE)
 
 
 class ModelCallAllow(s.Serializer):
-    decision = _one(g.ALLOW, "ALLOW: make the paid model call now, then report its usage.")
+    decision = _one(terms.ALLOW, "ALLOW: make the paid model call now, then report its usage.")
     model_call = s.IntegerField(help_text="Id for POST .../model-calls/{model_call}/usage.")
     round = s.IntegerField(**NULLABLE)
 
 
 class ModelCallStop(StopFields):
-    decision = _one(g.STOP, STOP_TEXT)
+    decision = _one(terms.STOP, STOP_TEXT)
     model_call = s.IntegerField(help_text="The trace row of this refused call.")
 
 
@@ -236,11 +236,11 @@ MODEL_CALL_DECISION = PolymorphicProxySerializer(
 
 
 class UsageContinue(s.Serializer):
-    decision = _one(g.CONTINUE, "CONTINUE: usage recorded; go on with the model's answer.")
+    decision = _one(terms.CONTINUE, "CONTINUE: usage recorded; go on with the model's answer.")
 
 
 class UsageStop(StopFields):
-    decision = _one(g.STOP, STOP_TEXT)
+    decision = _one(terms.STOP, STOP_TEXT)
 
 
 USAGE_DECISION = PolymorphicProxySerializer(
@@ -257,7 +257,7 @@ class ToolCallBase(s.Serializer):
 
 class ToolExecute(ToolCallBase):
     decision = _one(
-        g.EXECUTE,
+        terms.EXECUTE,
         "EXECUTE: run the tool now, then always report its result, even on an exception "
         "(kind NO_RESULT). For a write the ledger claim is IN_FLIGHT until `lease_expires_at`.",
     )
@@ -266,7 +266,7 @@ class ToolExecute(ToolCallBase):
 
 class ToolReuse(ToolCallBase):
     decision = _one(
-        g.REUSE,
+        terms.REUSE,
         "REUSE: this write already COMMITTED under its operation key; do not run it again. "
         "Give `result` (the stored result) to the model as the tool's answer.",
     )
@@ -275,11 +275,11 @@ class ToolReuse(ToolCallBase):
 
 class ToolBlock(ToolCallBase):
     decision = _one(
-        g.BLOCK,
+        terms.BLOCK,
         "BLOCK: a repeated call; nothing runs. Give `observation` to the model as the tool "
         "message; the next identical request stops the task with same_call.",
     )
-    reason = _choice(g.REASONS)
+    reason = _choice(terms.REASONS)
     observation = s.DictField(
         help_text='`{"success": false, "code": "DUPLICATE_TOOL_CALL_BLOCKED", "retryable": '
         'false, "message": ...}`'
@@ -288,7 +288,7 @@ class ToolBlock(ToolCallBase):
 
 class ToolWait(ToolCallBase):
     decision = _one(
-        g.WAIT,
+        terms.WAIT,
         "WAIT: another call holds this write's operation key right now; nothing runs. Ask "
         "again after `retry_after_ms`.",
     )
@@ -296,7 +296,7 @@ class ToolWait(ToolCallBase):
 
 
 class ToolStop(ToolCallBase, StopFields):
-    decision = _one(g.STOP, STOP_TEXT)
+    decision = _one(terms.STOP, STOP_TEXT)
 
 
 TOOL_CALL_DECISION = PolymorphicProxySerializer(
@@ -308,7 +308,7 @@ TOOL_CALL_DECISION = PolymorphicProxySerializer(
 
 class ResultContinue(s.Serializer):
     decision = _one(
-        g.CONTINUE,
+        terms.CONTINUE,
         "CONTINUE: recorded; go on. With `wait_ms` (RETRYABLE or PENDING) wait that long "
         "before the next attempt or poll.",
     )
@@ -317,7 +317,7 @@ class ResultContinue(s.Serializer):
 
 
 class ResultStop(StopFields):
-    decision = _one(g.STOP, STOP_TEXT + " The result itself was recorded.")
+    decision = _one(terms.STOP, STOP_TEXT + " The result itself was recorded.")
 
 
 TOOL_RESULT_DECISION = PolymorphicProxySerializer(
@@ -337,7 +337,7 @@ class ModelCallRow(s.Serializer):
     phase = s.IntegerField()
     round = s.IntegerField(**NULLABLE)
     model = s.CharField(allow_blank=True)
-    decision = _choice(g.DECISIONS)
+    decision = _choice(terms.DECISIONS)
     reason = s.CharField(**NULLABLE)
     reserved_cost = s.CharField()
     prompt_tokens = s.IntegerField(**NULLABLE)
@@ -355,13 +355,13 @@ class ToolCallRow(s.Serializer):
     phase = s.IntegerField()
     tool = s.CharField()
     args = AnyValue()
-    effect = _choice([g.READ, g.WRITE])
+    effect = _choice([terms.READ, terms.WRITE])
     operation_key = s.CharField(**NULLABLE)
     job_id = s.CharField(**NULLABLE)
     call_id = s.CharField(**NULLABLE)
     model_call = s.IntegerField(**NULLABLE)
     fingerprint = s.CharField(allow_blank=True)
-    decision = _choice(g.DECISIONS)
+    decision = _choice(terms.DECISIONS)
     reason = s.CharField(**NULLABLE)
     result_kind = s.CharField(**NULLABLE)
     result_decision = s.CharField(**NULLABLE)
@@ -414,8 +414,8 @@ class AuditPage(Page):
 
 
 class Reconciliation(s.Serializer):
-    verdict = _choice([g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN])
-    previous_state = _choice(g.OPERATION_STATES)
+    verdict = _choice([terms.OP_COMMITTED, terms.NOT_COMMITTED, terms.UNKNOWN])
+    previous_state = _choice(terms.OPERATION_STATES)
     note = s.CharField(allow_blank=True)
     result = AnyValue(**NULLABLE)
     actor = s.CharField()
@@ -433,7 +433,7 @@ class Operation(s.Serializer):
     args = AnyValue()
     fingerprint = s.CharField()
     state = _choice(
-        g.OPERATION_STATES,
+        terms.OPERATION_STATES,
         help_text="IN_FLIGHT (claimed, running), COMMITTED (done: later requests REUSE), "
         "UNKNOWN (nobody knows: reconcile it), NOT_COMMITTED (may execute again).",
     )

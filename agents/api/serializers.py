@@ -21,7 +21,7 @@ from agents.api.fields import (
     StrictStr,
 )
 from agents.errors import BadInput
-from agents.guard import types as g
+from agents.guard import terms
 from agents.guard.limits import INT_FIELDS, PROFILE_INT_FIELDS
 from agents.models import Agent, LimitProfile
 from agents.services import admin
@@ -51,7 +51,7 @@ class StrictNumber(serializers.FloatField):
         return super().to_internal_value(data)
 
 
-_D = g.Limits()  # the defaults quoted below: one definition, the guard core's
+_D = terms.Limits()  # the defaults quoted below: one definition, the guard core's
 LIMIT_HELP = {
     "max_model_calls": f"Paid model calls (default {_D.max_model_calls}).",
     "max_tool_requests": "Tool requests: executed, reused and blocked "
@@ -109,7 +109,7 @@ class LimitsIn(Strict):
     """
 
     def get_fields(self):
-        return {name: _limit_field(name) for name in g.Limits.names()}
+        return {name: _limit_field(name) for name in terms.Limits.names()}
 
     def validate(self, attrs):
         # Money as the guard stores limits: decimal text (JSON has no decimal type).
@@ -160,7 +160,7 @@ class ToolRequestIn(Strict):
     tool = StrictStr(max_length=200)
     args = JSONObject(help_text="The tool's arguments; their canonical JSON is fingerprinted.")
     effect = serializers.ChoiceField(
-        choices=[g.READ, g.WRITE],
+        choices=[terms.READ, terms.WRITE],
         help_text="`write` calls need an operation_key and go through the ledger.",
     )
     operation_key = StrictStr(
@@ -241,7 +241,7 @@ class ResumeIn(Strict):
 
 class ReconcileIn(Strict):
     verdict = serializers.ChoiceField(
-        choices=[g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN],
+        choices=[terms.OP_COMMITTED, terms.NOT_COMMITTED, terms.UNKNOWN],
         help_text="COMMITTED: later requests answer REUSE with `result`; NOT_COMMITTED: the "
         "write may execute again under its key; UNKNOWN: still unresolved.",
     )
@@ -258,7 +258,7 @@ class PauseIn(Strict):
 class LimitsPatchIn(LimitsIn):
     """PATCH tasks/{id}/limits: any limit field (at least one); `reason` for the audit log."""
 
-    at_least_one_of = tuple(g.Limits.names())  # the schema's anyOf; the service refuses none
+    at_least_one_of = tuple(terms.Limits.names())  # the schema's anyOf; the service refuses none
 
     def get_fields(self):
         fields = super().get_fields()
@@ -294,7 +294,7 @@ class ProfileIn(Strict):
                 max_length=LimitProfile._meta.get_field("description").max_length,
             ),
         }
-        names = [*g.Limits.names(), *PROFILE_INT_FIELDS]
+        names = [*terms.Limits.names(), *PROFILE_INT_FIELDS]
         fields.update({name: _limit_field(name) for name in names})
         return fields
 

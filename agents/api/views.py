@@ -18,7 +18,7 @@ from agents.api.auth import agent_of
 from agents.api.fields import JSON_INT_MAX
 from agents.api.permissions import require_agent, require_perm
 from agents.errors import BadInput, NotFound
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Task
 from agents.services import operator, runner, tasks
 
@@ -65,7 +65,7 @@ def visible_task(request, task_id) -> Task:
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
 
 
-def stop_body(task: Task, outcome_decision: str = g.STOP, **extra) -> dict:
+def stop_body(task: Task, outcome_decision: str = terms.STOP, **extra) -> dict:
     return {"decision": outcome_decision, "state": task.state, "reason": task.reason or None,
             "report": task.report, **extra}  # fmt: skip
 
@@ -77,7 +77,7 @@ class TaskList(APIView):
         description="Agents see their own tasks; operators every task (needs view_task). "
         "Newest first, a page at a time: follow `next` until it is null.",
         parameters=[
-            OpenApiParameter("state", {"type": "string", "enum": list(g.TASK_STATES)}),
+            OpenApiParameter("state", {"type": "string", "enum": list(terms.TASK_STATES)}),
             OpenApiParameter("agent", {"type": "string"}, description="An agent's name."),
             *pagination.page_parameters(pagination.TIME_AND_UUID),
         ],
@@ -88,7 +88,7 @@ class TaskList(APIView):
         if agent is None:
             require_perm(request, "agents.view_task")
         state = request.query_params.get("state")
-        if state is not None and state not in g.TASK_STATES:  # `state=` names no state either
+        if state is not None and state not in terms.TASK_STATES:  # `state=` names no state either
             raise BadInput(
                 f"Unknown state {state!r}.", code="BAD_STATE", fields={"state": "invalid"}
             )
@@ -164,8 +164,8 @@ class ModelCallGate(APIView):
         agent = require_agent(request)
         data = _valid(s.ModelCallIn, request)
         task, call, outcome = runner.model_call_gate(task_id=task_id, agent=agent, **data)
-        if outcome.decision == g.ALLOW:
-            return Response({"decision": g.ALLOW, "model_call": call.pk, "round": call.round})
+        if outcome.decision == terms.ALLOW:
+            return Response({"decision": terms.ALLOW, "model_call": call.pk, "round": call.round})
         return Response(stop_body(task, model_call=call.pk))
 
 
@@ -191,7 +191,7 @@ class ModelCallUsage(APIView):
         task, outcome = runner.model_call_usage(
             task_id=task_id, agent=agent, model_call_id=call_id, **data
         )
-        if outcome.decision == g.STOP:
+        if outcome.decision == terms.STOP:
             return Response(stop_body(task))
         return Response({"decision": outcome.decision})
 
@@ -224,16 +224,16 @@ class ToolCallRequest(APIView):
         )
         body = {"decision": outcome.decision, "tool_call": call.pk,
                 "fingerprint": call.fingerprint or None}  # fmt: skip
-        if outcome.decision == g.EXECUTE:
+        if outcome.decision == terms.EXECUTE:
             body["lease_expires_at"] = (
                 call.lease_expires_at.isoformat() if call.lease_expires_at else None
             )
-        elif outcome.decision == g.REUSE:
+        elif outcome.decision == terms.REUSE:
             body["result"] = outcome.result
-        elif outcome.decision == g.BLOCK:
+        elif outcome.decision == terms.BLOCK:
             body["reason"] = outcome.reason
             body["observation"] = outcome.observation
-        elif outcome.decision == g.WAIT:
+        elif outcome.decision == terms.WAIT:
             body["retry_after_ms"] = outcome.retry_after_ms
         else:
             body.update(stop_body(task))
@@ -262,7 +262,7 @@ class ToolCallResult(APIView):
         call_id = row_id(tool_call_id, what="tool call", code="TOOL_CALL_NOT_FOUND")
         data = _valid(s.ToolResultIn, request)
         duration = data.pop("duration_ms", None)
-        result = g.ToolResult(
+        result = terms.ToolResult(
             kind=data["kind"],
             data=data.get("data"),
             data_hash=data.get("data_hash") or None,
@@ -277,7 +277,7 @@ class ToolCallResult(APIView):
             task_id=task_id, agent=agent, tool_call_id=call_id, result=result,
             duration_ms=duration,
         )  # fmt: skip
-        if outcome.decision == g.STOP:
+        if outcome.decision == terms.STOP:
             return Response(stop_body(task))
         body = {"decision": outcome.decision, "revision": task.revision}
         if outcome.wait_ms is not None:

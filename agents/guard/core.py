@@ -36,8 +36,8 @@ from agents.guard.lifecycle import (
 from agents.guard.limits import tighten_limits, validate_limits
 from agents.guard.model import gate_model_call, model_estimate, settle_usage, token_cost
 from agents.guard.report import build_report, reason_code, remaining, resume_condition, usage
+from agents.guard.terms import GuardError, LimitError
 from agents.guard.tool import WAIT_RETRY_MS, progress_hash, report_result, request_tool
-from agents.guard.types import GuardError, LimitError
 
 __all__ = [
     "GRANT_LIMITS",

@@ -11,14 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from agents.guard.transitions import (
-    already_stopped,
-    halt,
-    note_milestone,
-    parse_evidence,
-    to_decimal,
-)
-from agents.guard.types import (
+from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
     NEEDS_HUMAN,
@@ -29,6 +22,13 @@ from agents.guard.types import (
     Limits,
     Outcome,
     TaskState,
+)
+from agents.guard.transitions import (
+    already_stopped,
+    halt,
+    note_milestone,
+    parse_evidence,
+    to_decimal,
 )
 
 STOP_REASONS = ("operator_stop", "agent_stop", "agent_paused")

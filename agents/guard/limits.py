@@ -12,8 +12,8 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from agents.guard.terms import LimitError, Limits
 from agents.guard.transitions import is_int, to_decimal
-from agents.guard.types import LimitError, Limits
 
 INT_MAX = 2_147_483_647  # PositiveIntegerField on every database Django supports
 BIGINT_MAX = 9_223_372_036_854_775_807

@@ -12,8 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from agents.guard.similarity import lexical, text_similarity
-from agents.guard.transitions import already_stopped, halt, opening_checks, to_decimal
-from agents.guard.types import (
+from agents.guard.terms import (
     ALLOW,
     CONTINUE,
     PARTIAL,
@@ -23,6 +22,7 @@ from agents.guard.types import (
     TaskState,
     UsageReport,
 )
+from agents.guard.transitions import already_stopped, halt, opening_checks, to_decimal
 
 # How many identical non-empty action signatures in a row mean the model is stuck planning the
 # same step. Fixed by DESIGN.md, not a limit.

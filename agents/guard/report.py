@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from agents.guard.terms import COMPLETED, IN_FLIGHT, REASON_CODES, UNKNOWN, TaskState
 from agents.guard.transitions import to_decimal
-from agents.guard.types import COMPLETED, IN_FLIGHT, REASON_CODES, UNKNOWN, TaskState
 
 COST_QUANTUM = Decimal("0.0001")
 

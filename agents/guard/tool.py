@@ -14,17 +14,7 @@ from typing import Any
 from agents.guard.fingerprint import canonical_json
 from agents.guard.novelty import result_hash
 from agents.guard.similarity import EMBEDDING, Similarity, VectorSimilarity, lexical_score
-from agents.guard.transitions import (
-    Evidence,
-    already_stopped,
-    halt,
-    is_int,
-    note_milestone,
-    opening_checks,
-    parse_evidence,
-    restart_streak,
-)
-from agents.guard.types import (
+from agents.guard.terms import (
     BLOCK,
     BLOCK_CODE,
     COMPLETED,
@@ -56,6 +46,16 @@ from agents.guard.types import (
     ToolRequest,
     ToolResult,
     WindowEntry,
+)
+from agents.guard.transitions import (
+    Evidence,
+    already_stopped,
+    halt,
+    is_int,
+    note_milestone,
+    opening_checks,
+    parse_evidence,
+    restart_streak,
 )
 from agents.guard.window import (
     SAME_CALL,

@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeGuard
 
-from agents.guard.types import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
+from agents.guard.terms import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
 
 # A revision is stored in a 64-bit column; a larger one cannot be a real verifier's.
 REVISION_MAX = 9_223_372_036_854_775_807

@@ -13,7 +13,7 @@ page and the guard's decision at that step cannot disagree.
 
 from __future__ import annotations
 
-from agents.guard.types import TaskState, WindowEntry
+from agents.guard.terms import TaskState, WindowEntry
 
 SAME_CALL = "same_call"
 SHORT_CYCLE = "short_cycle"

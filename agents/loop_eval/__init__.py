@@ -18,8 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 
 TRACES_DIR = Path(__file__).resolve().parent / "traces"
 LOOP_REASONS = ("same_call", "short_cycle", "near_duplicate")
@@ -72,9 +71,9 @@ def load_traces(directory: Path = TRACES_DIR) -> list[Trace]:
     return traces
 
 
-def eval_limits(threshold: float | None) -> g.Limits:
+def eval_limits(threshold: float | None) -> terms.Limits:
     """Today's loop rules with their defaults; every budget loose enough never to fire."""
-    return g.Limits(
+    return terms.Limits(
         max_model_calls=10_000, max_tool_requests=10_000, max_tool_executions=10_000,
         max_stagnant=10_000, max_retries=10_000, max_polls=10_000, deadline_seconds=86_400,
         max_tokens=10**9, max_cost=Decimal("1000000"), near_duplicate_threshold=threshold,
@@ -83,34 +82,34 @@ def eval_limits(threshold: float | None) -> g.Limits:
 
 def replay(trace: Trace, threshold: float | None) -> Replay:
     limits = eval_limits(threshold)
-    task = g.TaskState(
-        state=g.RUNNING, phase=1, limits=limits,
+    task = terms.TaskState(
+        state=terms.RUNNING, phase=1, limits=limits,
         deadline_at=NOW + timedelta(seconds=limits.deadline_seconds),
     )  # fmt: skip
-    agent = g.AgentView()
+    agent = terms.AgentView()
     out = Replay(trace)
     for step, call in enumerate(trace.calls, start=1):
-        req = g.ToolRequest(
+        req = terms.ToolRequest(
             tool=call["tool"], args=call.get("args") or {}, job_id=call.get("job_id"),
             ignore_fields=call.get("ignore_fields") or [],
         )  # fmt: skip
         asked = core.request_tool(task, req, None, agent, NOW)
-        if asked.decision == g.BLOCK:
+        if asked.decision == terms.BLOCK:
             out.blocks.append(step)
             continue
-        if asked.decision == g.STOP:
+        if asked.decision == terms.STOP:
             out.stop_step, out.reason = step, asked.reason
             return out
         fp, text = req.identity
-        view = g.ToolCallView(tool=req.tool, effect=g.READ, fingerprint=fp, args_text=text,
+        view = terms.ToolCallView(tool=req.tool, effect=terms.READ, fingerprint=fp, args_text=text,
                               job_id=req.job_id)  # fmt: skip
-        result = g.ToolResult(
-            kind=call.get("kind", g.SUCCESS), data=call.get("data"),
+        result = terms.ToolResult(
+            kind=call.get("kind", terms.SUCCESS), data=call.get("data"),
             job_id=call.get("job_id"), wait_ms=call.get("wait_ms"),
             evidence=call.get("evidence"),
         )  # fmt: skip
         answered = core.report_result(task, view, result, NOW)
-        if answered.decision == g.STOP:
+        if answered.decision == terms.STOP:
             out.stop_step, out.reason = step, answered.reason
             return out
     return out

@@ -16,13 +16,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.models import Agent, ApiToken, Event, LimitProfile
 from agents.services.operator import actor_name
 
 # Limit fields a task copies, plus the two that only a profile has (trigger rate limit).
-PROFILE_LIMIT_FIELDS = (*g.Limits.names(), "max_tasks_per_trigger", "trigger_window_seconds")
+PROFILE_LIMIT_FIELDS = (*terms.Limits.names(), "max_tasks_per_trigger", "trigger_window_seconds")
 PROFILE_FIELDS = ("name", "description", *PROFILE_LIMIT_FIELDS)
 # cast: django-stubs types max_length as optional; these CharFields all set it.
 NAME_MAX = cast(int, LimitProfile._meta.get_field("name").max_length)
@@ -77,7 +76,7 @@ def validate_profile(values: dict[str, Any], *, creating: bool) -> dict[str, Any
     limits = {k: v for k, v in values.items() if k in PROFILE_LIMIT_FIELDS}
     try:
         clean.update(core.validate_limits(limits, partial=True, profile=True))
-    except g.LimitError as exc:
+    except terms.LimitError as exc:
         errors.update(exc.fields)
     if errors:
         raise BadInput("The profile is not valid.", code="BAD_PROFILE", fields=errors)

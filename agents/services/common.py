@@ -10,8 +10,7 @@ from decimal import Decimal
 
 from django.db import connection
 
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.models import Agent, AgentDay, Task
 from agents.services import catalog
 from agents.services.catalog import Catalog
@@ -37,7 +36,7 @@ def cost_of(prices: Catalog, model: str, prompt_tokens: int, completion_tokens: 
 
 
 def model_estimate(
-    prices: Catalog, model: str, prompt_tokens: int, output_tokens: int, limits: g.Limits
+    prices: Catalog, model: str, prompt_tokens: int, output_tokens: int, limits: terms.Limits
 ) -> tuple[int, Decimal]:
     """(tokens, cost) a gate reserves: the caller's estimate, else the model's default in the
     price table, else the task's profile default (the rule is `core.model_estimate`)."""
@@ -52,9 +51,11 @@ def model_estimate(
     )
 
 
-def agent_view(agent: Agent, spent_today: Decimal = Decimal(0)) -> g.AgentView:
+def agent_view(agent: Agent, spent_today: Decimal = Decimal(0)) -> terms.AgentView:
     """The core's view of the agent: pass the `task.agent` that `lock_task` joined."""
-    return g.AgentView(paused=agent.paused, daily_cap=agent.daily_cost_cap, spent_today=spent_today)
+    return terms.AgentView(
+        paused=agent.paused, daily_cap=agent.daily_cost_cap, spent_today=spent_today
+    )
 
 
 _MONEY = AgentDay._meta.get_field("spent")

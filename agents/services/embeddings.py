@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from agents.guard.similarity import EMBEDDING
-from agents.guard.types import ToolRequest, WindowEntry
+from agents.guard.terms import ToolRequest, WindowEntry
 from agents.models import Agent, Task
 
 logger = logging.getLogger("loopwarden.embeddings")

@@ -10,7 +10,7 @@ import json
 import logging
 
 from agents import metrics
-from agents.guard import types as g
+from agents.guard import terms
 
 log = logging.getLogger("loopwarden.decisions")
 
@@ -23,7 +23,7 @@ LINE_KEYS = (
 
 
 def decision_logged(
-    task, event: str, outcome: g.Outcome, *, model_call=None, tool_call=None, operation=None
+    task, event: str, outcome: terms.Outcome, *, model_call=None, tool_call=None, operation=None
 ) -> None:
     """Count the decision for Prometheus; log one JSON line per decision, and one more per
     guard trigger (a rule that fired).
@@ -31,7 +31,7 @@ def decision_logged(
     `run` names the task's phase ("<task>:<phase>"): counters survive a resume, runs do not.
     `round` is the model-call round the decision belongs to (for a model call, its own).
     """
-    reason = outcome.reason or (task.reason if outcome.decision == g.STOP else None)
+    reason = outcome.reason or (task.reason if outcome.decision == terms.STOP else None)
     # A BLOCK carries no reason, only the rule that fired: count it under that rule.
     metrics.decision_counted(
         event, outcome.decision, reason or outcome.trigger, stopped=outcome.stopped_now
@@ -48,7 +48,7 @@ def decision_logged(
         round=task.model_calls or None,  # the model-call round in progress
         decision=outcome.decision,
         reason=reason,
-        code=g.REASON_CODES.get(reason) if reason else None,
+        code=terms.REASON_CODES.get(reason) if reason else None,
         state=task.state,
     )
     if model_call is not None:
@@ -70,7 +70,7 @@ def decision_logged(
     # A trigger: a rule that fired without stopping (a BLOCK), or any stop with a code
     # (goal_met has none: completing is not a trip).
     trigger = outcome.trigger or (outcome.reason if outcome.stopped_now else None)
-    if trigger and g.REASON_CODES.get(trigger):
+    if trigger and terms.REASON_CODES.get(trigger):
         log.info(json.dumps({**line, "event": "guard_trigger", "trigger_of": event,
-                             "reason": trigger, "code": g.REASON_CODES.get(trigger)},
+                             "reason": trigger, "code": terms.REASON_CODES.get(trigger)},
                             default=str))  # fmt: skip

@@ -14,8 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, Forbidden, NotFound
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.models import Agent, Event, Phase, Task
 from agents.services import hooks, stops
 from agents.taskrow import apply_state, lock_task, to_state
@@ -95,7 +94,7 @@ def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
     """The guard core's grant parser (`core.parse_grant`), its refusal as a 400 BAD_GRANT."""
     try:
         return core.parse_grant(grant)
-    except g.GuardError as exc:
+    except terms.GuardError as exc:
         raise BadInput(exc.message, code=exc.code, fields=exc.fields) from None
 
 
@@ -108,9 +107,9 @@ def may_exceed_grant_bound(user) -> bool:
     return user is not None and user.has_perm(UNBOUNDED_GRANT_PERM)
 
 
-def original_limits(task: Task) -> g.Limits:
+def original_limits(task: Task) -> terms.Limits:
     """The limits the task was created with (tasks from before they were kept: today's)."""
-    return g.Limits.from_dict(task.initial_limits or task.limits)
+    return terms.Limits.from_dict(task.initial_limits or task.limits)
 
 
 def task_resume(
@@ -151,7 +150,7 @@ def task_resume(
         state = to_state(task)
         try:
             core.resume(state, parsed, now)
-        except g.GuardError as exc:
+        except terms.GuardError as exc:
             raise Conflict(exc.message, code=exc.code) from None
         apply_state(task, state)
         task.ended_at = None
@@ -180,12 +179,12 @@ def task_set_limits(
         )
     try:
         clean = core.validate_limits(changes, partial=True)
-    except g.LimitError as exc:
+    except terms.LimitError as exc:
         raise BadInput("The limits are not valid.", code="BAD_LIMITS", fields=exc.fields) from None
     with transaction.atomic():
         task = lock_task(task_id)
         before = dict(task.limits)
-        merged = {**before, **g.Limits.from_dict({**before, **clean}).to_dict()}
+        merged = {**before, **terms.Limits.from_dict({**before, **clean}).to_dict()}
         if "deadline_seconds" in clean:
             delta = int(merged["deadline_seconds"]) - int(before["deadline_seconds"])
             task.deadline_at = task.deadline_at + timedelta(seconds=delta)

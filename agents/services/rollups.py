@@ -15,7 +15,7 @@ from django.db.models import Case, Count, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import MONEY, DailyRollup, Event, ModelCall, ToolCall
 
 CENT_MICROS = Decimal("0.000001")
@@ -53,7 +53,7 @@ def rollup_day(*, day: date) -> int:
     key = ("task__agent_id", "task__profile__name")
     totals: dict[tuple[int, str], dict] = defaultdict(_empty)
     model_calls = (
-        ModelCall.objects.filter(in_day, decision=g.ALLOW)
+        ModelCall.objects.filter(in_day, decision=terms.ALLOW)
         .values(*key)
         .annotate(
             calls=Count("id"),
@@ -67,7 +67,7 @@ def rollup_day(*, day: date) -> int:
         entry["tokens"] = row["tokens"] or 0
         entry["cost"] = Decimal(row["cost"] or 0).quantize(CENT_MICROS)
     executions = (
-        ToolCall.objects.filter(in_day, decision=g.EXECUTE).values(*key).annotate(n=Count("id"))
+        ToolCall.objects.filter(in_day, decision=terms.EXECUTE).values(*key).annotate(n=Count("id"))
     )
     for row in executions:
         entry = totals[(row["task__agent_id"], row["task__profile__name"] or "")]

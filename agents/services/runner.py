@@ -16,9 +16,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.errors import Conflict, NotFound
-from agents.guard import core
+from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
-from agents.guard import types as g
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
@@ -36,7 +35,9 @@ from ledger import services as ledger
 PLAN_CHARS = 2000
 
 
-def _finish_decision(task: Task, state: g.TaskState, outcome: g.Outcome, now, actor: str) -> None:
+def _finish_decision(
+    task: Task, state: terms.TaskState, outcome: terms.Outcome, now, actor: str
+) -> None:
     if outcome.stopped_now:
         stops.record_stop(task, state, now, actor=actor)
     else:
@@ -51,7 +52,7 @@ def model_call_gate(
     model: str = "",
     est_prompt_tokens: int = 0,
     max_output_tokens: int = 0,
-) -> tuple[Task, ModelCall, g.Outcome]:
+) -> tuple[Task, ModelCall, terms.Outcome]:
     """Ask before a paid model call. Locks the task row, then the agent's day row.
 
     Keeps: model calls never exceed the limit; the estimate (tokens and money) is reserved on
@@ -77,11 +78,11 @@ def model_call_gate(
         reserved_before = state.tokens_reserved
         outcome = core.gate_model_call(
             state,
-            g.ModelCallRequest(estimate_cost=estimate, estimate_tokens=tokens),
+            terms.ModelCallRequest(estimate_cost=estimate, estimate_tokens=tokens),
             agent_view(task.agent, spent_today),
             now,
         )
-        allowed = outcome.decision == g.ALLOW
+        allowed = outcome.decision == terms.ALLOW
         call = ModelCall.objects.create(
             task=task,
             seq=next_seq(task),
@@ -116,7 +117,7 @@ def model_call_usage(
     completion_tokens: int,
     tool_calls: list[dict[str, Any]] | None = None,
     output_text: str | None = None,
-) -> tuple[Task, g.Outcome]:
+) -> tuple[Task, terms.Outcome]:
     """Settle a model call: the actual cost replaces the reservation. Locks the task row.
 
     Always recorded, even after the task stopped: the money was spent.
@@ -136,7 +137,7 @@ def model_call_usage(
         state = to_state(task)
         outcome = core.settle_usage(
             state,
-            g.UsageReport(
+            terms.UsageReport(
                 reserved_cost=reserved,
                 actual_cost=charged,
                 tokens=charged_tokens,
@@ -168,7 +169,7 @@ def _allowed_model_call(task: Task, model_call_id: int) -> ModelCall:
         call = ModelCall.objects.get(task=task, pk=model_call_id)
     except ModelCall.DoesNotExist:
         raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND") from None
-    if call.decision != g.ALLOW:
+    if call.decision != terms.ALLOW:
         raise Conflict(
             "This model call was not allowed; there is no usage to report.",
             code="MODEL_CALL_NOT_ALLOWED",
@@ -195,7 +196,7 @@ def tool_call_request(
     job_id: str | None = None,
     call_id: str = "",
     model_call_id: int | None = None,
-) -> tuple[Task, ToolCall, g.Outcome]:
+) -> tuple[Task, ToolCall, terms.Outcome]:
     """Ask before a tool execution. Locks the task row, then the ledger row of the key.
 
     Keeps: two workers, in one task or in different tasks of a namespace, never both get
@@ -215,8 +216,8 @@ def tool_call_request(
     raise Conflict("The operation key is contended; retry.", code="OPERATION_CONTENDED")
 
 
-def _tool_request(tool, args, effect, operation_key, job_id, policy) -> g.ToolRequest:
-    return g.ToolRequest(
+def _tool_request(tool, args, effect, operation_key, job_id, policy) -> terms.ToolRequest:
+    return terms.ToolRequest(
         tool=tool,
         args=args,
         effect=effect,
@@ -230,7 +231,7 @@ def _tool_request(tool, args, effect, operation_key, job_id, policy) -> g.ToolRe
 
 def _tool_call_request_once(
     *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id
-) -> tuple[Task, ToolCall, g.Outcome]:
+) -> tuple[Task, ToolCall, terms.Outcome]:
     now = timezone.now()
     # Before the lock, the policy as this process last loaded it: it decides whether embedding
     # vectors are fetched, slow I/O kept outside the transaction. Only a policy that asks for
@@ -259,7 +260,7 @@ def _tool_call_request_once(
             ):
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
             operation = None
-            if effect == g.WRITE and operation_key and not task.terminal:
+            if effect == terms.WRITE and operation_key and not task.terminal:
                 operation = ledger.operation_lock(agent.namespace, operation_key)
             state = to_state(task)
             view = None if operation is None else ledger.operation_view(operation, now)
@@ -282,7 +283,7 @@ def _tool_call_request_once(
                 reason=outcome.reason or "",
                 operation=operation,
             )
-            if outcome.operation_state == g.UNKNOWN and operation is not None:
+            if outcome.operation_state == terms.UNKNOWN and operation is not None:
                 ledger.lease_expire(operation, task=task, now=now, actor="system:guard")
                 if operation.task_id == task.pk:
                     # Our own execution's claim expired: it is no longer pending. Another
@@ -303,7 +304,7 @@ def _tool_call_request_once(
                 Event.objects.create(
                     task=task, agent=agent, kind="guard_trigger", phase=task.phase,
                     actor="system:guard", reason=outcome.trigger,
-                    code=g.REASON_CODES.get(outcome.trigger) or "",
+                    code=terms.REASON_CODES.get(outcome.trigger) or "",
                     detail={"decision": outcome.decision, "tool": tool,
                             "fingerprint": outcome.fingerprint},
                 )  # fmt: skip
@@ -321,9 +322,9 @@ def tool_call_result(
     task_id: uuid.UUID | str,
     agent: Agent,
     tool_call_id: int,
-    result: g.ToolResult,
+    result: terms.ToolResult,
     duration_ms: int | None = None,
-) -> tuple[Task, ToolCall, g.Outcome]:
+) -> tuple[Task, ToolCall, terms.Outcome]:
     """Report what an EXECUTE'd call did. Locks the task row, then the call's ledger row.
 
     Always accepted and recorded, even after the task stopped: a committed write must reach
@@ -337,7 +338,7 @@ def tool_call_result(
             call = ToolCall.objects.get(task=task, pk=tool_call_id)
         except ToolCall.DoesNotExist:
             raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
-        if call.decision != g.EXECUTE:
+        if call.decision != terms.EXECUTE:
             raise Conflict(
                 f"This tool call was answered {call.decision}; nothing ran, so there is no "
                 "result to report.",
@@ -347,14 +348,14 @@ def tool_call_result(
             raise Conflict(
                 "A result for this tool call was already reported.", code="RESULT_ALREADY_REPORTED"
             )
-        limits = g.Limits.from_dict(task.limits)
+        limits = terms.Limits.from_dict(task.limits)
         result = replace(result, rules=result_rules(catalog_of(task).policies.get(call.tool)))
         novelty = core.progress_hash(limits, result) if not task.terminal else None
         # Novelty asks only whether this one hash was seen: one indexed lookup, whatever the
         # number of hashes the task has seen.
         seen_before = bool(novelty) and SeenHash.objects.filter(task=task, hash=novelty).exists()
         state = to_state(task, seen_hashes=[novelty] if novelty and seen_before else [])
-        view = g.ToolCallView(
+        view = terms.ToolCallView(
             tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,
             args_text=call.args_text, job_id=call.job_id or None,
             in_flight=call.released_at is None,
@@ -362,7 +363,7 @@ def tool_call_result(
         outcome = core.report_result(state, view, result, now)
         if novelty and not seen_before and novelty in state.seen_hashes:
             SeenHash.objects.bulk_create([SeenHash(task=task, hash=novelty)], ignore_conflicts=True)
-        if call.effect == g.WRITE and call.operation_id and outcome.operation_state:
+        if call.effect == terms.WRITE and call.operation_id and outcome.operation_state:
             ledger.operation_settle(task, call, outcome, now)
         call.result_kind = result.kind[:32]
         call.result_code = (result.code or "")[:100]
@@ -393,7 +394,9 @@ def result_rules(policy: ToolPolicy | None) -> novelty_rules.ResultRules:
     return novelty_rules.ResultRules.of(policy.ignore_result_fields, policy.ignore_volatile_keys)
 
 
-def _record_result_keys(task: Task, call: ToolCall, result: g.ToolResult, *, novel: bool) -> None:
+def _record_result_keys(
+    task: Task, call: ToolCall, result: terms.ToolResult, *, novel: bool
+) -> None:
     """Keep the result's top-level key digests and, when novelty judged it new, which keys
     made it so: compared with the last result of the same call, else of the same tool."""
     if result.data is None:

@@ -19,8 +19,7 @@ from datetime import datetime
 from django.db import transaction
 from django.dispatch import Signal
 
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.models import Event, Phase, Task
 from agents.taskrow import apply_state, save_task
 from ledger.selectors import operations_of
@@ -33,7 +32,8 @@ notification_due = Signal()
 
 
 def record_stop(
-    task: Task, state: g.TaskState, now: datetime, *, actor: str, actor_user=None, note: str = ""
+    task: Task, state: terms.TaskState, now: datetime, *,
+    actor: str, actor_user=None, note: str = "",
 ) -> None:
     """The task just became terminal (`state` is the core's answer): store the report once,
     close the phase, log the stop, save the row, and notify on commit when the stop needs it.
@@ -49,12 +49,12 @@ def record_stop(
     Event.objects.create(
         task=task,
         agent_id=task.agent_id,
-        kind="task_stopped" if task.state != g.COMPLETED else "task_completed",
+        kind="task_stopped" if task.state != terms.COMPLETED else "task_completed",
         phase=task.phase,
         actor=actor,
         actor_user=actor_user,
         reason=note or task.reason,
-        code=g.REASON_CODES.get(task.reason) or "",
+        code=terms.REASON_CODES.get(task.reason) or "",
         detail={"state": task.state, "reason": task.reason},
     )
     save_task(task)
@@ -68,7 +68,7 @@ def notification_kind(task: Task) -> str | None:
     that agent today stops its task anyway, and tomorrow it runs again without a human
     unpausing it. The operator is told so the cap can be raised if the work matters.
     """
-    if task.state == g.NEEDS_HUMAN:
+    if task.state == terms.NEEDS_HUMAN:
         return "needs_human"
     if task.reason == "spend_cap":
         return "spend_cap"

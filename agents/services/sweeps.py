@@ -19,8 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.errors import NotFound
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.models import Event, ModelCall, Task
 from agents.services import hooks, stops
 from agents.services.common import move_day_money
@@ -58,13 +57,13 @@ def sweep_leases(*, now: datetime | None = None, batch: int = BATCH) -> SweepRes
     result = SweepResult()
     over = Q(lease_expires_at__lte=now)
     orphaned = Q(
-        state=g.UNKNOWN,
-        task__state=g.RUNNING,
+        state=terms.UNKNOWN,
+        task__state=terms.RUNNING,
         tool_call__isnull=False,
         tool_call__reported_at__isnull=True,
     )
     candidates = list(
-        Operation.objects.filter(over & (Q(state=g.IN_FLIGHT) | orphaned))
+        Operation.objects.filter(over & (Q(state=terms.IN_FLIGHT) | orphaned))
         .order_by("lease_expires_at")
         .values_list("pk", "task_id")[:batch]
     )
@@ -80,7 +79,7 @@ def sweep_leases(*, now: datetime | None = None, batch: int = BATCH) -> SweepRes
                 continue
             claimed = ledger.lease_expire(operation, task=task, now=now, actor="system:lease_sweep")
             if not claimed and not (
-                task.state == g.RUNNING
+                task.state == terms.RUNNING
                 and Operation.objects.filter(pk=operation_id).filter(over & orphaned).exists()
             ):  # settled, reclaimed or already handled since it was selected
                 continue
@@ -109,7 +108,7 @@ def sweep_deadlines(*, now: datetime | None = None, batch: int = BATCH) -> Sweep
     now = now or timezone.now()
     result = SweepResult()
     candidates = list(
-        Task.objects.filter(state=g.RUNNING, deadline_at__lte=now)
+        Task.objects.filter(state=terms.RUNNING, deadline_at__lte=now)
         .order_by("deadline_at")
         .values_list("pk", flat=True)[:batch]
     )
@@ -145,7 +144,7 @@ def sweep_reservations(
     result = SweepResult()
     candidates = list(
         ModelCall.objects.filter(
-            decision=g.ALLOW, settled_at=None, expired=False, created_at__lt=cutoff
+            decision=terms.ALLOW, settled_at=None, expired=False, created_at__lt=cutoff
         )
         .order_by("created_at")
         .values_list("pk", "task_id")[:batch]

@@ -9,8 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.errors import Conflict, Forbidden, TriggerLoop
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.guard.limits import PROFILE_DEFAULTS
 from agents.models import Agent, Event, LimitProfile, Phase, Task
 
@@ -72,10 +71,10 @@ def task_create(
                 code="AGENT_PAUSED",
             )
         chosen = resolve_profile(locked or agent, profile)
-        base = chosen.limits() if chosen else g.Limits()
+        base = chosen.limits() if chosen else terms.Limits()
         try:
             task_limits = core.tighten_limits(base, limits or {})
-        except g.LimitError as exc:
+        except terms.LimitError as exc:
             # Well formed but not this agent's to ask for: a permission matter, like a profile
             # the agent may not use.
             raise Forbidden(

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import LimitProfile, ModelPrice, Task, ToolPolicy
 from agents.services import runner
 from agents.services.tasks import task_create
@@ -54,9 +54,9 @@ def start_write(agent_row):
     def start(task: Task, key: str = "invoice-42", tool: str = "send_invoice") -> Operation:
         _task, call, outcome = runner.tool_call_request(
             task_id=task.pk, agent=agent_row, tool=tool, args={"invoice": key},
-            effect=g.WRITE, operation_key=key,
+            effect=terms.WRITE, operation_key=key,
         )  # fmt: skip
-        assert outcome.decision == g.EXECUTE
+        assert outcome.decision == terms.EXECUTE
         return Operation.objects.get(pk=call.operation_id)
 
     return start

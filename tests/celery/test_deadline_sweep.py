@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Phase
 from agents.services import sweeps
 from agents.services.operator import task_stop
@@ -22,7 +22,7 @@ def test_a_task_past_its_deadline_becomes_partial(make_task):
 
     assert result.stopped == [str(task.pk)]
     task.refresh_from_db()
-    assert (task.state, task.reason) == (g.PARTIAL, "deadline")
+    assert (task.state, task.reason) == (terms.PARTIAL, "deadline")
     assert task.report["code"] == "GUARD_TIME_LIMIT"
     assert Phase.objects.get(task=task, number=1).end_reason == "deadline"
     assert task.events.filter(kind="task_stopped", actor="system:deadline_sweep").count() == 1
@@ -33,7 +33,7 @@ def test_a_task_within_its_deadline_is_left_alone(make_task):
 
     assert sweeps.sweep_deadlines(now=timezone.now()).stopped == []
     task.refresh_from_db()
-    assert task.state == g.RUNNING
+    assert task.state == terms.RUNNING
 
 
 def test_a_stopped_task_keeps_its_own_stop(make_task):

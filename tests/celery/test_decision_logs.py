@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.services import runner, sweeps
 from agents.services.hooks import LINE_KEYS
 
@@ -21,10 +21,10 @@ def test_every_decision_line_has_every_field(make_task, start_write, agent_row, 
         assert line["task"] == str(task.pk) and line["run"] == f"{task.pk}:1"
         assert line["phase"] == 1 and line["round"] == 1
     gate, usage, tool = lines
-    assert (gate["decision"], gate["tokens"]) == (g.ALLOW, None)
-    assert (usage["decision"], usage["tokens"]) == (g.CONTINUE, 42)
+    assert (gate["decision"], gate["tokens"]) == (terms.ALLOW, None)
+    assert (usage["decision"], usage["tokens"]) == (terms.CONTINUE, 42)
     assert (tool["decision"], tool["tool"], tool["operation_key"]) == (
-        g.EXECUTE, "send_invoice", "invoice-42",
+        terms.EXECUTE, "send_invoice", "invoice-42",
     )  # fmt: skip
     assert len(tool["fingerprint"]) == 64
 
@@ -33,11 +33,13 @@ def test_a_rule_that_blocks_writes_a_trigger_line(make_task, agent_row, json_log
     task = make_task()
     for _ in range(3):
         _t, call, outcome = runner.tool_call_request(
-            task_id=task.pk, agent=agent_row, tool="search", args={"q": "x"}, effect=g.READ
+            task_id=task.pk, agent=agent_row, tool="search", args={"q": "x"}, effect=terms.READ
         )
-        if outcome.decision == g.EXECUTE:
-            runner.tool_call_result(task_id=task.pk, agent=agent_row, tool_call_id=call.pk,
-                                    result=g.ToolResult(kind=g.SUCCESS, data={"n": 1}))  # fmt: skip
+        if outcome.decision == terms.EXECUTE:
+            runner.tool_call_result(
+                task_id=task.pk, agent=agent_row, tool_call_id=call.pk,
+                result=terms.ToolResult(kind=terms.SUCCESS, data={"n": 1}),
+            )  # fmt: skip
 
     triggers = json_logs("guard_trigger")
     assert triggers, json_logs()
@@ -53,7 +55,7 @@ def test_a_sweep_stop_is_a_decision_and_a_trigger(make_task, start_write, past_l
     swept = json_logs("lease_sweep")
     assert len(swept) == 1
     assert (swept[0]["decision"], swept[0]["reason"], swept[0]["state"]) == (
-        g.STOP, "unknown_commit", g.NEEDS_HUMAN,
+        terms.STOP, "unknown_commit", terms.NEEDS_HUMAN,
     )  # fmt: skip
     assert swept[0]["operation_key"] == "invoice-42" and swept[0]["tool"] == "send_invoice"
     trigger = json_logs("guard_trigger")[-1]

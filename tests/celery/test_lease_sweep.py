@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event, Phase
 from agents.services import runner, sweeps
 from agents.services.operator import task_stop
@@ -28,12 +28,12 @@ def test_an_expired_write_becomes_unknown_and_its_task_needs_a_human(
     assert result.as_dict() == {"claimed": 1, "stopped": 1}
     operation.refresh_from_db()
     task.refresh_from_db()
-    assert operation.state == g.UNKNOWN
-    assert (task.state, task.reason) == (g.NEEDS_HUMAN, "unknown_commit")
-    assert task.report["operations"] == [{"key": "invoice-42", "state": g.UNKNOWN}]
+    assert operation.state == terms.UNKNOWN
+    assert (task.state, task.reason) == (terms.NEEDS_HUMAN, "unknown_commit")
+    assert task.report["operations"] == [{"key": "invoice-42", "state": terms.UNKNOWN}]
     assert task.ended_at == past_lease
     phase = Phase.objects.get(task=task, number=1)
-    assert (phase.end_state, phase.end_reason) == (g.NEEDS_HUMAN, "unknown_commit")
+    assert (phase.end_state, phase.end_reason) == (terms.NEEDS_HUMAN, "unknown_commit")
     kinds = list(task.events.values_list("kind", "actor"))
     assert ("lease_expired", "system:lease_sweep") in kinds
     assert ("task_stopped", "system:lease_sweep") in kinds
@@ -57,7 +57,7 @@ def test_a_live_lease_is_left_alone(make_task, start_write):
     assert sweeps.sweep_leases(now=timezone.now() + timedelta(seconds=30)).claimed == []
     operation.refresh_from_db()
     task.refresh_from_db()
-    assert (operation.state, task.state) == (g.IN_FLIGHT, g.RUNNING)
+    assert (operation.state, task.state) == (terms.IN_FLIGHT, terms.RUNNING)
 
 
 def test_a_result_that_arrived_first_wins(make_task, start_write, agent_row, past_lease):
@@ -65,13 +65,13 @@ def test_a_result_that_arrived_first_wins(make_task, start_write, agent_row, pas
     operation = start_write(task)
     runner.tool_call_result(
         task_id=task.pk, agent=agent_row, tool_call_id=operation.tool_call_id,
-        result=g.ToolResult(kind=g.SUCCESS, data={"sent": True},
+        result=terms.ToolResult(kind=terms.SUCCESS, data={"sent": True},
                             evidence={"revision": 1, "done": False, "committed": True}),
     )  # fmt: skip
 
     assert sweeps.sweep_leases(now=past_lease).claimed == []
     operation.refresh_from_db()
-    assert operation.state == g.OP_COMMITTED
+    assert operation.state == terms.OP_COMMITTED
 
 
 def test_a_stopped_task_keeps_its_stop_but_the_operation_becomes_unknown(
@@ -86,8 +86,8 @@ def test_a_stopped_task_keeps_its_stop_but_the_operation_becomes_unknown(
     assert result.as_dict() == {"claimed": 1, "stopped": 0}
     operation.refresh_from_db()
     task.refresh_from_db()
-    assert operation.state == g.UNKNOWN
-    assert (task.state, task.reason) == (g.STOPPED, "operator_stop")
+    assert operation.state == terms.UNKNOWN
+    assert (task.state, task.reason) == (terms.STOPPED, "operator_stop")
 
 
 def test_each_expired_operation_of_many_tasks_is_swept(make_task, start_write, past_lease):
@@ -96,7 +96,7 @@ def test_each_expired_operation_of_many_tasks_is_swept(make_task, start_write, p
         start_write(task, key=f"invoice-{i}")
 
     assert len(sweeps.sweep_leases(now=past_lease).stopped) == 3
-    assert set(Operation.objects.values_list("state", flat=True)) == {g.UNKNOWN}
+    assert set(Operation.objects.values_list("state", flat=True)) == {terms.UNKNOWN}
 
 
 def test_the_sweep_starts_a_new_reconcile_episode(make_task, start_write, past_lease):
@@ -137,18 +137,18 @@ def test_a_claimer_whose_lease_another_task_found_over_needs_a_human_too(
     with mock.patch("agents.services.runner.timezone.now", return_value=past_lease):
         _t, _call, outcome = runner.tool_call_request(
             task_id=other.pk, agent=agent_row, tool="send_invoice",
-            args={"invoice": "invoice-42"}, effect=g.WRITE, operation_key="invoice-42",
+            args={"invoice": "invoice-42"}, effect=terms.WRITE, operation_key="invoice-42",
         )  # fmt: skip
-    assert (outcome.decision, outcome.reason) == (g.STOP, "unknown_commit")
+    assert (outcome.decision, outcome.reason) == (terms.STOP, "unknown_commit")
     operation.refresh_from_db()
     claimer.refresh_from_db()
-    assert (operation.state, claimer.state) == (g.UNKNOWN, g.RUNNING)
+    assert (operation.state, claimer.state) == (terms.UNKNOWN, terms.RUNNING)
 
     result = sweeps.sweep_leases(now=past_lease)
 
     assert result.as_dict() == {"claimed": 0, "stopped": 1}
     claimer.refresh_from_db()
-    assert (claimer.state, claimer.reason) == (g.NEEDS_HUMAN, "unknown_commit")
+    assert (claimer.state, claimer.reason) == (terms.NEEDS_HUMAN, "unknown_commit")
     assert sweeps.sweep_leases(now=past_lease).as_dict() == {"claimed": 0, "stopped": 0}
 
 
@@ -161,7 +161,7 @@ def test_a_lease_expires_once_whoever_finds_it_over(make_task, start_write, agen
     with mock.patch("agents.services.runner.timezone.now", return_value=past_lease):
         runner.tool_call_request(
             task_id=other.pk, agent=agent_row, tool="send_invoice",
-            args={"invoice": "invoice-42"}, effect=g.WRITE, operation_key="invoice-42",
+            args={"invoice": "invoice-42"}, effect=terms.WRITE, operation_key="invoice-42",
         )  # fmt: skip
     sweeps.sweep_leases(now=past_lease)
     by_sweep = start_write(make_task(goal="Third try"), key="invoice-43")
@@ -177,7 +177,7 @@ def test_a_lease_expires_once_whoever_finds_it_over(make_task, start_write, agen
     }
     assert {e.code for e in events} == {"GUARD_LEDGER"}
     assert list(Operation.objects.values_list("state", "reconcile_checks")) == [
-        (g.UNKNOWN, 0), (g.UNKNOWN, 0)
+        (terms.UNKNOWN, 0), (terms.UNKNOWN, 0)
     ]  # fmt: skip
 
 
@@ -188,11 +188,13 @@ def test_a_claimer_that_reported_is_not_stopped_by_an_unknown_row(
     operation = start_write(task)
     runner.tool_call_result(
         task_id=task.pk, agent=agent_row, tool_call_id=operation.tool_call_id,
-        result=g.ToolResult(kind=g.SUCCESS, data={"sent": False},
+        result=terms.ToolResult(kind=terms.SUCCESS, data={"sent": False},
                             evidence={"revision": 1, "done": False, "committed": False}),
     )  # fmt: skip
     task.refresh_from_db()
-    assert task.state == g.RUNNING
-    Operation.objects.filter(pk=operation.pk).update(state=g.UNKNOWN, lease_expires_at=past_lease)
+    assert task.state == terms.RUNNING
+    Operation.objects.filter(pk=operation.pk).update(
+        state=terms.UNKNOWN, lease_expires_at=past_lease
+    )
 
     assert sweeps.sweep_leases(now=past_lease).stopped == []

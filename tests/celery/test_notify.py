@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.jobs import notify_needs_human
 from agents.models import Notification
 from agents.services import notify, runner, sweeps
@@ -31,7 +31,7 @@ def needs_human(make_task, start_write, past_lease):
     start_write(task)
     sweeps.sweep_leases(now=past_lease)
     task.refresh_from_db()
-    assert task.state == g.NEEDS_HUMAN
+    assert task.state == terms.NEEDS_HUMAN
     return task
 
 
@@ -57,7 +57,7 @@ def test_the_webhook_says_what_happened_and_links_to_the_task(needs_human, webho
     assert body["task"] == str(needs_human.pk)
     assert body["url"] == f"https://lw.example.com/tasks/{needs_human.pk}/"
     assert (body["state"], body["reason"], body["code"]) == (
-        g.NEEDS_HUMAN, "unknown_commit", "GUARD_LEDGER",
+        terms.NEEDS_HUMAN, "unknown_commit", "GUARD_LEDGER",
     )  # fmt: skip
     assert body["operations"] == [{"key": "invoice-42", "tool": "send_invoice", "state": "UNKNOWN"}]
     assert body["agent"] == "agent-a" and body["phase"] == 1
@@ -153,7 +153,7 @@ def test_a_spend_cap_stop_is_announced_without_pausing_the_agent(make_task, agen
             max_output_tokens=100,
         )  # fmt: skip
 
-    assert (outcome.decision, outcome.reason) == (g.STOP, "spend_cap")
+    assert (outcome.decision, outcome.reason) == (terms.STOP, "spend_cap")
     delay.assert_called_once_with(str(task.pk), 1, "spend_cap")
     agent_row.refresh_from_db()
     assert agent_row.paused is False
@@ -170,7 +170,7 @@ def test_a_broker_that_is_down_does_not_fail_the_stop(
 
     assert result.stopped == [str(task.pk)]
     task.refresh_from_db()
-    assert task.state == g.NEEDS_HUMAN
+    assert task.state == terms.NEEDS_HUMAN
     assert [line["task"] for line in json_logs("notify_enqueue_failed")] == [str(task.pk)]
 
 

@@ -6,7 +6,7 @@ from unittest import mock
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event
 from agents.services import sweeps
 from ledger import reconcilers
@@ -21,7 +21,7 @@ def unknown(make_task, start_write, past_lease):
     operation = start_write(make_task())
     sweeps.sweep_leases(now=past_lease)
     operation.refresh_from_db()
-    assert operation.state == g.UNKNOWN
+    assert operation.state == terms.UNKNOWN
     return operation
 
 
@@ -36,11 +36,13 @@ def test_committed_is_applied_as_an_automatic_reconciliation(unknown, reconciler
         reconciler_policy(endpoint.url)
         outcome = reconcilers.operation_check(operation_id=unknown.pk, attempt=0)
 
-    assert outcome.verdict == g.OP_COMMITTED
+    assert outcome.verdict == terms.OP_COMMITTED
     unknown.refresh_from_db()
-    assert (unknown.state, unknown.result) == (g.OP_COMMITTED, {"id": "inv_1"})
+    assert (unknown.state, unknown.result) == (terms.OP_COMMITTED, {"id": "inv_1"})
     row = Reconciliation.objects.get(operation=unknown)
-    assert (row.verdict, row.previous_state, row.automatic) == (g.OP_COMMITTED, g.UNKNOWN, True)
+    assert (row.verdict, row.previous_state, row.automatic) == (
+        terms.OP_COMMITTED, terms.UNKNOWN, True
+    )
     assert row.actor == "reconciler:send_invoice"
     assert row.evidence["answer"]["state"] == "committed"
     assert endpoint.bodies() == [{
@@ -55,8 +57,8 @@ def test_not_committed_lets_the_key_run_again(unknown, reconciler_policy, quick)
         reconcilers.operation_check(operation_id=unknown.pk, attempt=0)
 
     unknown.refresh_from_db()
-    assert unknown.state == g.NOT_COMMITTED
-    assert Reconciliation.objects.get().verdict == g.NOT_COMMITTED
+    assert unknown.state == terms.NOT_COMMITTED
+    assert Reconciliation.objects.get().verdict == terms.NOT_COMMITTED
 
 
 @pytest.mark.parametrize(
@@ -78,7 +80,7 @@ def test_anything_but_a_definite_answer_is_no_answer(
             reconcilers.operation_check(operation_id=unknown.pk, attempt=0)
 
     unknown.refresh_from_db()
-    assert (unknown.state, unknown.reconcile_checks) == (g.UNKNOWN, 1)
+    assert (unknown.state, unknown.reconcile_checks) == (terms.UNKNOWN, 1)
     assert not Reconciliation.objects.exists()
 
 
@@ -89,7 +91,7 @@ def test_the_checks_are_bounded_then_a_human_decides(unknown, reconciler_policy,
             check_operation.apply(args=(unknown.pk,))
 
     unknown.refresh_from_db()
-    assert (unknown.state, unknown.reconcile_checks) == (g.UNKNOWN, 3)
+    assert (unknown.state, unknown.reconcile_checks) == (terms.UNKNOWN, 3)
     assert len(endpoint.requests) == 3
     gave_up = Event.objects.get(kind="reconcile_no_answer")
     assert gave_up.operation_id == unknown.pk and "Timeout" in gave_up.reason
@@ -109,8 +111,10 @@ def test_a_check_queued_twice_asks_once(unknown, reconciler_policy, quick):
 
 
 def test_a_human_verdict_first_leaves_nothing_to_check(unknown, reconciler_policy, quick):
-    operation_reconcile(operation_id=unknown.pk, verdict=g.NOT_COMMITTED, note="checked the CRM",
-                        actor="user:olivia")  # fmt: skip
+    operation_reconcile(
+        operation_id=unknown.pk, verdict=terms.NOT_COMMITTED, note="checked the CRM",
+        actor="user:olivia",
+    )  # fmt: skip
     with fake_endpoint(answer={"state": "committed"}) as endpoint:
         reconciler_policy(endpoint.url)
         outcome = reconcilers.operation_check(operation_id=unknown.pk, attempt=0)
@@ -128,7 +132,7 @@ def test_only_unknown_operations_of_tools_with_a_reconciler_are_queued(
     checked = start_write(task, key="c")
     in_flight = start_write(make_task(goal="Later"), key="d")
     sweeps.sweep_leases(now=past_lease)
-    Operation.objects.filter(pk=in_flight.pk).update(state=g.IN_FLIGHT)
+    Operation.objects.filter(pk=in_flight.pk).update(state=terms.IN_FLIGHT)
     Operation.objects.filter(pk=checked.pk).update(reconcile_checks=1)
     reconciler_policy("http://127.0.0.1:9/")
     reconciler_policy("", tool="post_message")

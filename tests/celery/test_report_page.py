@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import DailyRollup, LimitProfile, Task
 from agents.reports import TRIP_CODES, limit_suggestions, p95
 from console.views_reports import nice_ceiling
@@ -135,7 +135,7 @@ def completed(profile, n, **usage):
     now = timezone.now()
     for i in range(n):
         Task.objects.create(
-            agent_id=profile._agent.pk, profile=profile, goal=f"done {i}", state=g.COMPLETED,
+            agent_id=profile._agent.pk, profile=profile, goal=f"done {i}", state=terms.COMPLETED,
             reason="goal_met", limits=profile.limits().to_dict(), deadline_at=now,
             ended_at=now + timedelta(seconds=60 + i), **{k: v(i) for k, v in usage.items()},
         )  # fmt: skip

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import AgentDay, ModelCall
 from agents.services import runner, sweeps
 from tests.celery.helpers import db_snapshot
@@ -25,7 +25,7 @@ def gate(agent_row, price):
             task_id=task.pk, agent=agent_row, model="m", est_prompt_tokens=100,
             max_output_tokens=100,
         )  # fmt: skip
-        assert outcome.decision == g.ALLOW
+        assert outcome.decision == terms.ALLOW
         return call
 
     return ask

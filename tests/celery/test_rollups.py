@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.jobs import rollup_daily
 from agents.models import DailyRollup, LimitProfile, ModelCall
 from agents.services import runner, sweeps
@@ -119,7 +119,7 @@ def test_completing_is_not_a_trip(make_task, agent_row):
     task = make_task()
     runner.task_finish(task_id=task.pk, agent=agent_row, evidence={"revision": 1, "done": True})
     task.refresh_from_db()
-    assert task.state == g.COMPLETED
+    assert task.state == terms.COMPLETED
 
     rollup_day(day=timezone.now().date())
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.jobs import sweep_deadlines
 from agents.models import Task
 from tests.celery.helpers import (
@@ -32,13 +32,13 @@ def test_a_worker_on_the_filesystem_broker_runs_what_the_app_enqueues(make_task,
         celery.send(sweep_deadlines, transport_options=filesystem_transport_options(data_dir))
 
         wait_for(
-            lambda: Task.objects.get(pk=task.pk).state != g.RUNNING,
+            lambda: Task.objects.get(pk=task.pk).state != terms.RUNNING,
             timeout=30,
             message="the worker did not sweep the task",
             logs=celery.logs,
         )
 
     task.refresh_from_db()
-    assert (task.state, task.reason) == (g.PARTIAL, "deadline")
+    assert (task.state, task.reason) == (terms.PARTIAL, "deadline")
     assert task.events.filter(kind="task_stopped", actor="system:deadline_sweep").count() == 1
     assert (data_dir / "broker" / "queue").is_dir()

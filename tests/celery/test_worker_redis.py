@@ -12,7 +12,7 @@ import time
 import pytest
 from django.db import connection
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event, LimitProfile, Notification, Task
 from ledger.jobs import reconcile_unknown_operations
 from ledger.models import Operation, Reconciliation
@@ -93,8 +93,8 @@ def test_a_killed_agent_ends_unknown_needs_human_notified_once_and_queued(
         bodies = [b for b in webhook.bodies() if b and b.get("task") == task_id]
     task = Task.objects.get(pk=task_id)
     operation = Operation.objects.get(operation_key="invoice-42")
-    assert (task.state, task.reason) == (g.NEEDS_HUMAN, "unknown_commit")
-    assert operation.state == g.UNKNOWN
+    assert (task.state, task.reason) == (terms.NEEDS_HUMAN, "unknown_commit")
+    assert operation.state == terms.UNKNOWN
     assert Notification.objects.filter(task_id=task_id).count() == 1
     assert len(bodies) == 1
     assert bodies[0]["event"] == "task.needs_human"
@@ -108,7 +108,7 @@ def test_a_killed_agent_ends_unknown_needs_human_notified_once_and_queued(
 @pytest.fixture
 def unknown(make_task, start_write):
     operation = start_write(make_task())
-    Operation.objects.filter(pk=operation.pk).update(state=g.UNKNOWN)
+    Operation.objects.filter(pk=operation.pk).update(state=terms.UNKNOWN)
     return operation
 
 
@@ -126,12 +126,12 @@ def test_a_reconciler_that_answers_committed_settles_the_operation(
         celery.send(reconcile_unknown_operations)
 
         wait_for(
-            lambda: Operation.objects.get(pk=unknown.pk).state != g.UNKNOWN,
+            lambda: Operation.objects.get(pk=unknown.pk).state != terms.UNKNOWN,
             timeout=30, message="the reconciler's answer was not applied", logs=celery.logs,
         )  # fmt: skip
 
     unknown.refresh_from_db()
-    assert (unknown.state, unknown.result) == (g.OP_COMMITTED, {"id": "inv_42"})
+    assert (unknown.state, unknown.result) == (terms.OP_COMMITTED, {"id": "inv_42"})
     row = Reconciliation.objects.get(operation=unknown)
     assert (row.automatic, row.actor, row.verdict) == (True, "reconciler:send_invoice", "COMMITTED")
     assert len(endpoint.requests) == 1
@@ -153,7 +153,7 @@ def test_a_reconciler_that_times_out_leaves_it_unknown_after_bounded_retries(
         seen = len(endpoint.requests)
 
     unknown.refresh_from_db()
-    assert (unknown.state, unknown.reconcile_checks) == (g.UNKNOWN, 3)
+    assert (unknown.state, unknown.reconcile_checks) == (terms.UNKNOWN, 3)
     assert seen == 3
     assert not Reconciliation.objects.exists()
     times = [r["at"] for r in endpoint.requests]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from loopwarden_client import AsyncClient, LoopwardenError, Plan, TaskStopped, ToolReport, arun
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import ModelCall, ToolCall
 from ledger.models import Operation
 
@@ -25,8 +25,8 @@ def test_the_async_client_drives_every_agent_endpoint(api_url, agent_token):
                                                model_call=allowed["model_call"])  # fmt: skip
             reply = await client.report_result(task_id, answer["tool_call"], "SUCCESS",
                                                evidence={"revision": 1, "done": False})  # fmt: skip
-            assert reply["decision"] == g.CONTINUE
-            listed = await client.list_tasks(state=g.RUNNING)
+            assert reply["decision"] == terms.CONTINUE
+            listed = await client.list_tasks(state=terms.RUNNING)
             trace = await client.trace(task_id)
             with pytest.raises(LoopwardenError) as bad:
                 await client.request_tool(task_id, "fetch", {}, effect="erase")
@@ -40,7 +40,7 @@ def test_the_async_client_drives_every_agent_endpoint(api_url, agent_token):
     seen = asyncio.run(main())
     assert [t["id"] for t in seen["listed"]] == [seen["finished"]["id"]]
     assert [c["type"] for c in seen["trace"]["calls"]] == ["model_call", "tool_call"]
-    assert seen["finished"]["state"] == seen["fetched"]["state"] == g.COMPLETED
+    assert seen["finished"]["state"] == seen["fetched"]["state"] == terms.COMPLETED
 
 
 def test_an_async_call_left_without_usage_warns_at_the_callers_line(api_url, agent_token):
@@ -81,12 +81,12 @@ def test_the_async_session_wraps_model_calls_and_tools(api_url, agent_token):
             return session.task_id, call, first, again, caught.value
 
     task_id, call, first, again, stopped = asyncio.run(main())
-    assert call.answer == {"decision": g.CONTINUE}
+    assert call.answer == {"decision": terms.CONTINUE}
     assert first == {"success": True, "data": {"id": "m-1"}}
     assert again == {"success": True, "reused": True, "data": {"id": "m-1"}}
     assert isinstance(stopped.__cause__, ConnectionError)
-    assert (stopped.state, stopped.reason) == (g.NEEDS_HUMAN, "unknown_commit")
-    assert Operation.objects.get(operation_key="notify-b").state == g.UNKNOWN
+    assert (stopped.state, stopped.reason) == (terms.NEEDS_HUMAN, "unknown_commit")
+    assert Operation.objects.get(operation_key="notify-b").state == terms.UNKNOWN
     assert ToolCall.objects.filter(task_id=task_id, model_call=call.model_call).count() == 3
 
 
@@ -107,7 +107,7 @@ def test_arun_accepts_async_plan_execute_and_inspect(api_url, agent_token):
             return await arun(client, task_id, plan, execute, inspect)
 
     task = asyncio.run(main())
-    assert (task["state"], task["revision"]) == (g.COMPLETED, 2)
+    assert (task["state"], task["revision"]) == (terms.COMPLETED, 2)
 
 
 def test_the_sync_session_refuses_an_async_tool_as_no_result(lw):
@@ -118,4 +118,4 @@ def test_the_sync_session_refuses_an_async_tool_as_no_result(lw):
     with pytest.raises(TaskStopped):
         session.tool("fetch", {}, execute)
     call = ToolCall.objects.get(task_id=session.task_id)
-    assert call.result_kind == g.NO_RESULT and "AsyncTaskSession" in call.result_error
+    assert call.result_kind == terms.NO_RESULT and "AsyncTaskSession" in call.result_error

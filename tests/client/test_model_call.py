@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from loopwarden_client import TaskStopped
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import ModelCall
 
 
@@ -14,7 +14,7 @@ def test_the_call_is_gated_and_its_usage_reported_on_exit(lw):
     with session.model_call(model="m", est_prompt_tokens=200, max_output_tokens=50) as call:
         assert call.round == 1
         call.usage(180, 40, tool_calls=[{"name": "search", "args": {"q": "x"}}])
-    assert call.answer == {"decision": g.CONTINUE}
+    assert call.answer == {"decision": terms.CONTINUE}
     assert session.last_model_call == call.model_call
     row = ModelCall.objects.get(pk=call.model_call)
     assert (row.prompt_tokens, row.completion_tokens) == (180, 40)
@@ -52,7 +52,7 @@ def test_a_spent_budget_raises_before_the_paid_call(lw):
         call.usage(1, 1)
     with pytest.raises(TaskStopped) as caught, session.model_call():
         pytest.fail("the body of a stopped call must not run")
-    assert (caught.value.state, caught.value.reason) == (g.PARTIAL, "model_budget")
+    assert (caught.value.state, caught.value.reason) == (terms.PARTIAL, "model_budget")
     assert caught.value.report["remaining"]["model_calls"] == 0
 
 
@@ -64,5 +64,5 @@ def test_the_same_plan_three_times_stops_at_the_third_usage_report(lw):
             call.usage(10, 5, tool_calls=plan)
     with pytest.raises(TaskStopped) as caught, session.model_call() as call:
         call.usage(10, 5, tool_calls=plan)
-    assert (caught.value.state, caught.value.reason) == (g.PARTIAL, "repeated_output")
+    assert (caught.value.state, caught.value.reason) == (terms.PARTIAL, "repeated_output")
     assert ModelCall.objects.get(pk=call.model_call).prompt_tokens == 10  # recorded anyway

@@ -14,7 +14,7 @@ import pytest
 from loopwarden_client import LoopwardenError, TaskStopped
 from loopwarden_client._core import Request, error_from_response, parse_response, unwrap_items
 
-from agents.guard import types as g
+from agents.guard import terms
 
 
 @pytest.fixture
@@ -65,10 +65,10 @@ def test_a_stop_raises_task_stopped_only_on_guard_endpoints(http, lw):
     with pytest.raises(TaskStopped) as caught:
         parse_response(guard, response, lambda *args: seen.append(args))
     assert caught.value.report == response.json()["report"]
-    assert (caught.value.state, caught.value.reason) == (g.STOPPED, "agent_stop")
-    assert seen[0][2]["decision"] == g.STOP  # the hook saw it before the raise
+    assert (caught.value.state, caught.value.reason) == (terms.STOPPED, "agent_stop")
+    assert seen[0][2]["decision"] == terms.STOP  # the hook saw it before the raise
     plain = parse_response(Request("get_task", "GET", "x"), response)
-    assert plain["decision"] == g.STOP
+    assert plain["decision"] == terms.STOP
 
 
 def test_list_answers_are_unwrapped_whether_wrapped_or_bare(http, lw):

@@ -6,7 +6,7 @@ from typing import Any
 
 from loopwarden_client import Plan, run
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import ToolPolicy
 
 History = list[dict[str, Any]]
@@ -42,7 +42,7 @@ def test_a_paginated_export_runs_to_completed_on_verified_evidence(lw):
 
     task = run(lw, task_id, plan, execute, inspect, model="m", est_prompt_tokens=100)
 
-    assert (task["state"], task["reason"], task["revision"]) == (g.COMPLETED, "goal_met", 3)
+    assert (task["state"], task["reason"], task["revision"]) == (terms.COMPLETED, "goal_met", 3)
     assert task["report"]["completed"] == ["page_1", "page_2", "page_3"]
     assert (task["usage"]["model_calls"], task["usage"]["tool_executions"]) == (3, 3)
     calls = [c for c in lw.trace(task_id)["calls"] if c["type"] == "tool_call"]
@@ -67,20 +67,20 @@ def test_a_search_repeated_with_a_fresh_nonce_is_blocked_then_stopped_as_same_ca
     task = run(lw, task_id, plan, execute, lambda name, args, data: None)
 
     assert (task["state"], task["reason"], task["code"]) == (
-        g.PARTIAL,
+        terms.PARTIAL,
         "same_call",
         "GUARD_LOOP_DETECTED",
     )
     assert len(executed) == 2  # the third was blocked, the fourth stopped the task
     decisions = [c["decision"] for c in lw.trace(task_id)["calls"] if c["type"] == "tool_call"]
-    assert decisions == [g.EXECUTE, g.EXECUTE, g.BLOCK, g.STOP]
+    assert decisions == [terms.EXECUTE, terms.EXECUTE, terms.BLOCK, terms.STOP]
 
 
 def test_the_same_plan_again_and_again_stops_as_repeated_output(lw):
     task_id = lw.create_task("Find the refund policy")["id"]
     same = Plan(tool_calls=[{"name": "search_kb", "args": {"query": "refund policy"}}])
     task = run(lw, task_id, lambda history: same, lambda name, args: {"hits": []})
-    assert (task["state"], task["reason"]) == (g.PARTIAL, "repeated_output")
+    assert (task["state"], task["reason"]) == (terms.PARTIAL, "repeated_output")
     assert task["usage"]["model_calls"] == 3
 
 
@@ -91,7 +91,7 @@ def test_a_loop_that_runs_out_of_rounds_stops_its_task(lw):
     task = run(lw, task_id, lambda history: plan, lambda name, args: {"n": 1},
                lambda name, args, data: {"revision": next(verified), "done": False},
                max_rounds=2)  # fmt: skip
-    assert (task["state"], task["reason"]) == (g.STOPPED, "agent_stop")
+    assert (task["state"], task["reason"]) == (terms.STOPPED, "agent_stop")
     stop = next(e for e in lw.trace(task_id)["events"] if e["kind"] == "stop_requested")
     assert stop["reason"] == "client loop gave up after 2 rounds"
 
@@ -101,4 +101,4 @@ def test_a_plan_that_finishes_with_evidence_completes_the_task(lw):
     task = run(lw, task_id, lambda h: Plan(done=True, evidence={"revision": 0, "done": True},
                                           answer="42"),
                lambda name, args: None)  # fmt: skip
-    assert (task["state"], task["reason"]) == (g.COMPLETED, "goal_met")
+    assert (task["state"], task["reason"]) == (terms.COMPLETED, "goal_met")

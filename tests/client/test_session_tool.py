@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from loopwarden_client import Client, TaskStopped, ToolReport
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import ToolCall
 from ledger.models import Operation
 
@@ -27,7 +27,7 @@ def test_execute_runs_the_tool_and_reports_its_verified_evidence(lw):
     assert message == {"success": True, "data": {"page": 1, "rows": 3}}
     call = ToolCall.objects.get(task_id=session.task_id)
     assert (call.decision, call.result_kind, call.result_data) == (
-        g.EXECUTE,
+        terms.EXECUTE,
         "SUCCESS",
         {"page": 1, "rows": 3},
     )
@@ -53,7 +53,7 @@ def test_a_repeated_call_is_blocked_with_the_guards_observation(lw):
     assert len(runs) == 2
     with pytest.raises(TaskStopped) as caught:
         session.tool("search", {"q": "refund"}, search)
-    assert (caught.value.state, caught.value.reason) == (g.PARTIAL, "same_call")
+    assert (caught.value.state, caught.value.reason) == (terms.PARTIAL, "same_call")
 
 
 def test_a_committed_write_is_reused_instead_of_run_again(lw):
@@ -76,7 +76,7 @@ def test_wait_is_honoured_until_the_other_task_commits_the_key(api_url, agent_to
     slept: list[float] = []
 
     def on_decision(endpoint: str, request: dict, answer: dict) -> None:
-        if answer["decision"] == g.WAIT:
+        if answer["decision"] == terms.WAIT:
             waited.set()
 
     def slow_send(args: dict[str, Any]) -> ToolReport:
@@ -109,18 +109,18 @@ def test_wait_is_honoured_until_the_other_task_commits_the_key(api_url, agent_to
     assert message == {"success": True, "reused": True, "data": {"message_id": "m-7"}}
     assert slept and slept[0] == 1.0  # the server's retry_after_ms
     decisions = list(ToolCall.objects.filter(task_id=task_b).values_list("decision", flat=True))
-    assert decisions[0] == g.WAIT and decisions[-1] == g.REUSE
-    assert Operation.objects.get(operation_key="incident-7-notice").state == g.OP_COMMITTED
+    assert decisions[0] == terms.WAIT and decisions[-1] == terms.REUSE
+    assert Operation.objects.get(operation_key="incident-7-notice").state == terms.OP_COMMITTED
 
 
 def test_waiting_is_bounded_by_max_wait_tries(lw):
     holder, waiter = lw.create_task("holds the key")["id"], lw.create_task("waits")["id"]
     call = {"tool": "pay", "args": {"invoice": "I-3"}, "effect": "write",
             "operation_key": "pay-I-3"}  # fmt: skip
-    assert lw.request_tool(holder, **call)["decision"] == g.EXECUTE  # and never reports
+    assert lw.request_tool(holder, **call)["decision"] == terms.EXECUTE  # and never reports
     message = lw.session(waiter, max_wait_tries=2).tool(execute=never, **call)
     assert (message["code"], message["retryable"]) == ("OPERATION_IN_FLIGHT", True)
-    assert ToolCall.objects.filter(task_id=waiter, decision=g.WAIT).count() == 2
+    assert ToolCall.objects.filter(task_id=waiter, decision=terms.WAIT).count() == 2
 
 
 def test_an_exception_is_reported_as_no_result_and_stops_the_task(lw):
@@ -134,13 +134,13 @@ def test_an_exception_is_reported_as_no_result_and_stops_the_task(lw):
     stopped = caught.value
     assert isinstance(stopped.__cause__, TimeoutError)
     assert (stopped.state, stopped.reason, stopped.code) == (
-        g.NEEDS_HUMAN,
+        terms.NEEDS_HUMAN,
         "unknown_commit",
         "GUARD_LEDGER",
     )
-    assert stopped.report["operations"] == [{"key": "pay-I-5", "state": g.UNKNOWN}]
+    assert stopped.report["operations"] == [{"key": "pay-I-5", "state": terms.UNKNOWN}]
     call = ToolCall.objects.get(task_id=session.task_id)
-    assert call.result_kind == g.NO_RESULT
+    assert call.result_kind == terms.NO_RESULT
     assert call.result_error == "TimeoutError: payments API: no answer within 10 s"
 
 
@@ -175,7 +175,7 @@ def test_a_result_that_completes_the_task_returns_and_keeps_the_report(lw):
         effect="write", operation_key="refund-7",
     )  # fmt: skip
     assert message == {"success": True, "data": {"refund_id": "r-7"}}
-    assert (session.report["state"], session.report["reason"]) == (g.COMPLETED, "goal_met")
+    assert (session.report["state"], session.report["reason"]) == (terms.COMPLETED, "goal_met")
     with pytest.raises(TaskStopped) as caught:  # sticky: the next gate repeats the report
         session.client.gate_model_call(session.task_id)
     assert caught.value.report == session.report

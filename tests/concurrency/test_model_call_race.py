@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import ModelCall, Task
 from tests.live import race
 
@@ -29,17 +29,17 @@ def test_thirty_racing_gates_with_a_budget_of_ten_allow_exactly_ten(make_agent, 
 
     assert [status for status, _ in answers] == [200] * 30, answers
     decisions = Counter(body["decision"] for _, body in answers)
-    assert decisions == {g.ALLOW: 10, g.STOP: 20}
-    rounds = sorted(body["round"] for _, body in answers if body["decision"] == g.ALLOW)
+    assert decisions == {terms.ALLOW: 10, terms.STOP: 20}
+    rounds = sorted(body["round"] for _, body in answers if body["decision"] == terms.ALLOW)
     assert rounds == list(range(1, 11))
-    reports = [body["report"] for _, body in answers if body["decision"] == g.STOP]
+    reports = [body["report"] for _, body in answers if body["decision"] == terms.STOP]
     assert all(report == reports[0] for report in reports), "a stop answers one stored report"
-    assert (reports[0]["state"], reports[0]["reason"]) == (g.PARTIAL, "model_budget")
+    assert (reports[0]["state"], reports[0]["reason"]) == (terms.PARTIAL, "model_budget")
 
     row = Task.objects.get(pk=task["id"])
     assert row.model_calls == 10
-    assert (row.state, row.reason) == (g.PARTIAL, "model_budget")
-    assert ModelCall.objects.filter(task=row, decision=g.ALLOW).count() == 10
+    assert (row.state, row.reason) == (terms.PARTIAL, "model_budget")
+    assert ModelCall.objects.filter(task=row, decision=terms.ALLOW).count() == 10
     assert sorted(ModelCall.objects.filter(task=row).values_list("seq", flat=True)) == list(
         range(1, 31)
     )

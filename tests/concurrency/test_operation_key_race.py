@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Task, ToolCall
 from ledger.models import Operation
 from tests.live import race
@@ -36,8 +36,8 @@ def race_for_the_key(api, task_ids: list[str], body: dict) -> int:
 
     assert [status for status, _ in answers] == [200] * REQUESTS, answers
     decisions = Counter(answer["decision"] for _, answer in answers)
-    assert decisions == {g.EXECUTE: 1, g.WAIT: REQUESTS - 1}, answers
-    return next(answer["tool_call"] for _, answer in answers if answer["decision"] == g.EXECUTE)
+    assert decisions == {terms.EXECUTE: 1, terms.WAIT: REQUESTS - 1}, answers
+    return next(answer["tool_call"] for _, answer in answers if answer["decision"] == terms.EXECUTE)
 
 
 def test_racing_requests_for_one_key_across_tasks_give_exactly_one_execute(make_agent, api_for):
@@ -51,18 +51,18 @@ def test_racing_requests_for_one_key_across_tasks_give_exactly_one_execute(make_
         executed = race_for_the_key(api, task_ids, body)
 
         operation = Operation.objects.get(namespace="ns-race", operation_key=key)
-        assert operation.state == g.IN_FLIGHT
+        assert operation.state == terms.IN_FLIGHT
         assert operation.tool_call_id == executed
         calls = ToolCall.objects.filter(operation_key=key)
         assert calls.count() == REQUESTS
-        assert calls.filter(decision=g.EXECUTE).count() == 1
+        assert calls.filter(decision=terms.EXECUTE).count() == 1
 
     assert Operation.objects.filter(namespace="ns-race").count() == 3
-    assert Operation.objects.filter(namespace="ns-race", state=g.IN_FLIGHT).count() == 3
+    assert Operation.objects.filter(namespace="ns-race", state=terms.IN_FLIGHT).count() == 3
     tasks = Task.objects.filter(pk__in=task_ids)
     assert sum(t.tool_executions for t in tasks) == 3
     assert sum(t.tool_requests for t in tasks) == 3 * REQUESTS
-    assert all(t.state == g.RUNNING for t in tasks)
+    assert all(t.state == terms.RUNNING for t in tasks)
 
 
 def test_racing_requests_for_a_not_committed_key_reclaim_it_exactly_once(make_agent, api_for):
@@ -77,20 +77,20 @@ def test_racing_requests_for_a_not_committed_key_reclaim_it_exactly_once(make_ag
                 "operation_key": key}  # fmt: skip
         owner = task_ids[n]  # one failed attempt per task: no task runs out of progress
         status, first = api.post(f"tasks/{owner}/tool-calls", body)
-        assert (status, first["decision"]) == (200, g.EXECUTE)
+        assert (status, first["decision"]) == (200, terms.EXECUTE)
         # The provider proved the charge did not happen: the key may run again.
         failed = {"kind": "RETRYABLE", "wait_ms": 10,
                   "evidence": {"revision": 0, "done": False, "committed": False}}  # fmt: skip
         path = f"tasks/{owner}/tool-calls/{first['tool_call']}/result"
         status, answer = api.post(path, failed)
-        assert (status, answer["decision"]) == (200, g.CONTINUE)
-        assert Operation.objects.get(operation_key=key).state == g.NOT_COMMITTED
+        assert (status, answer["decision"]) == (200, terms.CONTINUE)
+        assert Operation.objects.get(operation_key=key).state == terms.NOT_COMMITTED
 
         executed = race_for_the_key(api, task_ids, body)
 
         operation = Operation.objects.get(namespace="ns-retry", operation_key=key)
         assert (operation.state, operation.tool_call_id, operation.attempts) == (
-            g.IN_FLIGHT,
+            terms.IN_FLIGHT,
             executed,
             2,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import AgentDay, Task
 from ledger.models import Operation
 from tests.live import race
@@ -52,13 +52,16 @@ def test_parallel_agent_loops_get_no_errors_and_exact_counters(make_agent, api_f
     race([lambda t=t: loop(t) for t in task_ids])
 
     assert [(step, status) for step, status, _ in seen if status != 200] == []
-    expected = {"gate": g.ALLOW, "usage": g.CONTINUE, "tool": g.EXECUTE, "result": g.CONTINUE}
+    expected = {
+        "gate": terms.ALLOW, "usage": terms.CONTINUE,
+        "tool": terms.EXECUTE, "result": terms.CONTINUE,
+    }  # fmt: skip
     assert [(step, a) for step, _, a in seen if a["decision"] != expected[step]] == []
     for task in Task.objects.filter(pk__in=task_ids):
-        assert task.state == g.RUNNING
+        assert task.state == terms.RUNNING
         assert (task.model_calls, task.tool_executions, task.revision) == (ROUNDS,) * 3
         assert task.trace_seq == 2 * ROUNDS
-    assert Operation.objects.filter(namespace="ns-crowd", state=g.OP_COMMITTED).count() == (
+    assert Operation.objects.filter(namespace="ns-crowd", state=terms.OP_COMMITTED).count() == (
         AGENTS * ROUNDS
     )
     assert AgentDay.objects.filter(agent__name="crowd").count() == 1

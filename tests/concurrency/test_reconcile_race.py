@@ -14,7 +14,7 @@ from functools import partial
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Task
 from ledger.models import Operation
 from tests.live import race
@@ -40,11 +40,11 @@ def test_a_reconciliation_racing_a_retry_of_its_write_never_deadlocks(
         call = {"tool": "pay", "args": {"invoice": n}, "effect": "write",
                 "operation_key": f"pay-{n}"}  # fmt: skip
         status, answer = agent.post(f"tasks/{task_id}/tool-calls", call)
-        assert (status, answer["decision"]) == (200, g.EXECUTE)
+        assert (status, answer["decision"]) == (200, terms.EXECUTE)
         trials.append((task_id, call, Operation.objects.get(operation_key=f"pay-{n}").pk))
     time.sleep(1.2)  # every lease is over: the operator may reconcile, the agent retries
 
-    verdict = {"verdict": g.NOT_COMMITTED, "note": "the provider has no such payment"}
+    verdict = {"verdict": terms.NOT_COMMITTED, "note": "the provider has no such payment"}
     for task_id, call, operation_id in trials:
         retry, reconciled = race(
             [
@@ -55,14 +55,14 @@ def test_a_reconciliation_racing_a_retry_of_its_write_never_deadlocks(
         assert (retry[0], reconciled[0]) == (200, 200), (retry, reconciled)
         operation = Operation.objects.get(pk=operation_id)
         task = Task.objects.get(pk=task_id)
-        if retry[1]["decision"] == g.EXECUTE:
+        if retry[1]["decision"] == terms.EXECUTE:
             # Reconciled first: NOT_COMMITTED may run again, and the retry claimed it.
             assert (operation.state, operation.tool_call_id) == (
-                g.IN_FLIGHT,
+                terms.IN_FLIGHT,
                 retry[1]["tool_call"],
             )
         else:
             # The retry first: an expired claim is UNKNOWN, then reconciled NOT_COMMITTED.
-            assert retry[1]["decision"] == g.STOP
-            assert (task.state, task.reason) == (g.NEEDS_HUMAN, "unknown_commit")
-            assert operation.state == g.NOT_COMMITTED
+            assert retry[1]["decision"] == terms.STOP
+            assert (task.state, task.reason) == (terms.NEEDS_HUMAN, "unknown_commit")
+            assert operation.state == terms.NOT_COMMITTED

@@ -15,7 +15,7 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import AgentDay, ModelCall, ModelPrice, Task
 from tests.live import race
 
@@ -65,7 +65,7 @@ def test_racing_gates_and_usage_reports_keep_the_agent_day_exact(
             if status != 200:
                 failures.append((status, answer))
                 return allowed
-            if answer["decision"] == g.STOP:
+            if answer["decision"] == terms.STOP:
                 return allowed
             allowed += 1
             if next(allow_number) % 4 == 0:
@@ -81,7 +81,7 @@ def test_racing_gates_and_usage_reports_keep_the_agent_day_exact(
     )
 
     assert failures == []
-    calls = ModelCall.objects.filter(task__agent=agent, decision=g.ALLOW)
+    calls = ModelCall.objects.filter(task__agent=agent, decision=terms.ALLOW)
     assert calls.count() == sum(allowed)
     settled, open_ = calls.exclude(settled_at=None), calls.filter(settled_at=None)
     assert set(settled.values_list("cost", flat=True)) <= {actual}
@@ -102,4 +102,4 @@ def test_racing_gates_and_usage_reports_keep_the_agent_day_exact(
     assert sum(t.cost_reserved for t in tasks) == day.reserved
     for task in tasks:
         assert task.cost_spent == _sum(settled.filter(task=task), "cost")
-        assert (task.state, task.reason) == (g.PARTIAL, "spend_cap")
+        assert (task.state, task.reason) == (terms.PARTIAL, "spend_cap")

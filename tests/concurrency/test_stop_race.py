@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event, Task, ToolCall
 from tests.live import race
 
@@ -62,15 +62,15 @@ def test_no_execute_is_decided_after_a_racing_stop_committed(make_agent, make_us
 
     assert [status for _, status, _ in sent] == [200] * THREADS * PER_THREAD, sent
     decisions = {answer["decision"] for _, _, answer in sent}
-    assert decisions <= {g.EXECUTE, g.STOP}, decisions
+    assert decisions <= {terms.EXECUTE, terms.STOP}, decisions
     late = [answer for at, _, answer in sent if at > stop_returned[0]]
-    assert all(answer["decision"] == g.STOP for answer in late), late
+    assert all(answer["decision"] == terms.STOP for answer in late), late
 
     task = Task.objects.get(pk=task_id)
-    assert (task.state, task.reason) == (g.STOPPED, "operator_stop")
+    assert (task.state, task.reason) == (terms.STOPPED, "operator_stop")
     calls = list(ToolCall.objects.filter(task=task).order_by("seq"))
-    executed = [c for c in calls if c.decision == g.EXECUTE]
-    stopped = [c for c in calls if c.decision == g.STOP]
+    executed = [c for c in calls if c.decision == terms.EXECUTE]
+    stopped = [c for c in calls if c.decision == terms.STOP]
     assert len(executed) >= STOP_AFTER and stopped, "the race should leave both kinds"
     assert len(executed) + len(stopped) == len(calls) == THREADS * PER_THREAD
     # The trace splits cleanly: every EXECUTE took the task lock before the stop did.

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from django.test import Client
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Task
 from agents.services import runner, tasks
 
@@ -66,15 +66,15 @@ def agent(make_agent):
     return make_agent("agent-a", namespace="ns-a")[0]
 
 
-def tool_step(agent, task_id, tool="kb_search", args=None, *, kind=g.SUCCESS, **request):
+def tool_step(agent, task_id, tool="kb_search", args=None, *, kind=terms.SUCCESS, **request):
     """One tool call: request, and when EXECUTE'd, report a result of `kind`."""
     _, call, outcome = runner.tool_call_request(
         task_id=task_id, agent=agent, tool=tool, args=args or {"query": "price"},
-        effect=request.pop("effect", g.READ), **request,
+        effect=request.pop("effect", terms.READ), **request,
     )  # fmt: skip
-    if outcome.decision == g.EXECUTE:
+    if outcome.decision == terms.EXECUTE:
         runner.tool_call_result(
-            task_id=task_id, agent=agent, tool_call_id=call.pk, result=g.ToolResult(kind=kind)
+            task_id=task_id, agent=agent, tool_call_id=call.pk, result=terms.ToolResult(kind=kind)
         )
     return call, outcome
 
@@ -91,7 +91,7 @@ def looping_task(agent) -> Task:
     tool_step(agent, task.pk, args={"query": "price", "api_key": "sk-live-123"})
     tool_step(agent, task.pk, args={"query": "price", "api_key": "sk-live-123"})
     task.refresh_from_db()
-    assert task.state == g.RUNNING
+    assert task.state == terms.RUNNING
     return task
 
 
@@ -101,10 +101,10 @@ def lost_write(agent) -> SimpleNamespace:
     task = tasks.task_create(agent=agent, goal="Pay invoice INV-42 exactly once")
     call, _ = tool_step(
         agent, task.pk, "pay_invoice", {"invoice": "INV-42", "card_number": "4111111111111111"},
-        kind=g.NO_RESULT, effect=g.WRITE, operation_key="pay-INV-42",
+        kind=terms.NO_RESULT, effect=terms.WRITE, operation_key="pay-INV-42",
     )  # fmt: skip
     task.refresh_from_db()
-    assert task.state == g.NEEDS_HUMAN
+    assert task.state == terms.NEEDS_HUMAN
     call.refresh_from_db()
     return SimpleNamespace(task=task, operation=call.operation)
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.test import Client
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import AgentDay, ApiToken, Event, hash_token
 from agents.services import runner
 from tests.console.conftest import HTMX
@@ -30,8 +30,8 @@ def test_pausing_stops_every_task_at_its_next_call(as_admin, looping_task, agent
     agent.refresh_from_db()
     assert (agent.paused, agent.paused_reason) == (True, "runaway spend")
     _, _, outcome = runner.tool_call_request(task_id=looping_task.pk, agent=agent, tool="t",
-                                             args={}, effect=g.READ)  # fmt: skip
-    assert outcome.decision == g.STOP
+                                             args={}, effect=terms.READ)  # fmt: skip
+    assert outcome.decision == terms.STOP
     looping_task.refresh_from_db()
     assert looping_task.reason == "agent_paused"
     page = as_admin.get("/agents/").content.decode()

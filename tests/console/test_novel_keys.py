@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import LimitProfile
 from agents.services import runner, tasks
 from tests.conftest import allow_profiles
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.django_db
 
 def answered(agent, task_id, args, **result):
     _, call, _ = runner.tool_call_request(
-        task_id=task_id, agent=agent, tool="list_invoices", args=args, effect=g.READ
+        task_id=task_id, agent=agent, tool="list_invoices", args=args, effect=terms.READ
     )
     runner.tool_call_result(
-        task_id=task_id, agent=agent, tool_call_id=call.pk, result=g.ToolResult(**result)
+        task_id=task_id, agent=agent, tool_call_id=call.pk, result=terms.ToolResult(**result)
     )
 
 
@@ -27,10 +27,10 @@ def test_the_trace_names_the_keys_that_made_each_result_new(agent, as_operator):
     task = tasks.task_create(agent=agent, goal="List invoices", profile="novelty")
     page_one = {"items": [1, 2], "next_cursor": "c2", "total": 4, "fetched_at": "10:00:01"}
     page_two = {"items": [3, 4], "next_cursor": None, "total": 4, "fetched_at": "10:00:02"}
-    answered(agent, task.pk, {"cursor": "c1"}, kind=g.SUCCESS, data=page_one)
-    answered(agent, task.pk, {"cursor": "c2"}, kind=g.SUCCESS, data=page_two)
-    answered(agent, task.pk, {"cursor": "c2"}, kind=g.SUCCESS, data=page_two)  # not new
-    answered(agent, task.pk, {"cursor": "c3"}, kind=g.SUCCESS, data_hash="client-hash")
+    answered(agent, task.pk, {"cursor": "c1"}, kind=terms.SUCCESS, data=page_one)
+    answered(agent, task.pk, {"cursor": "c2"}, kind=terms.SUCCESS, data=page_two)
+    answered(agent, task.pk, {"cursor": "c2"}, kind=terms.SUCCESS, data=page_two)  # not new
+    answered(agent, task.pk, {"cursor": "c3"}, kind=terms.SUCCESS, data_hash="client-hash")
 
     page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event
 from agents.services import runner, tasks
 from ledger.models import Operation, Reconciliation
@@ -32,8 +32,8 @@ def test_it_lists_unknown_writes_with_task_tool_key_arguments_and_claim_time(
 
 def test_the_oldest_claim_comes_first(as_operator, lost_write, agent):
     task = tasks.task_create(agent=agent, goal="Second payment")
-    tool_step(agent, task.pk, "pay_invoice", {"invoice": "INV-43"}, kind=g.NO_RESULT,
-              effect=g.WRITE, operation_key="pay-INV-43")  # fmt: skip
+    tool_step(agent, task.pk, "pay_invoice", {"invoice": "INV-43"}, kind=terms.NO_RESULT,
+              effect=terms.WRITE, operation_key="pay-INV-43")  # fmt: skip
     page = as_operator.get("/reconcile/").content.decode()
     assert page.index("pay-INV-42") < page.index("pay-INV-43")
 
@@ -49,7 +49,7 @@ def test_committed_with_a_result_is_recorded_and_shown_in_the_task_history(
     assert response.status_code == 303
     assert response["Location"] == "/reconcile/"
     op.refresh_from_db()
-    assert (op.state, op.result) == (g.OP_COMMITTED, {"payment_id": "PAY-9"})
+    assert (op.state, op.result) == (terms.OP_COMMITTED, {"payment_id": "PAY-9"})
     decision = Reconciliation.objects.get(operation=op)
     assert (decision.actor, decision.note) == ("user:olivia", "seen in the PSP")
     history = as_operator.get(f"/tasks/{lost_write.task.pk}/").content.decode()
@@ -60,10 +60,10 @@ def test_committed_with_a_result_is_recorded_and_shown_in_the_task_history(
     operator_resume(as_operator, lost_write.task)
     _, _, outcome = runner.tool_call_request(
         task_id=lost_write.task.pk, agent=agent, tool="pay_invoice",
-        args={"invoice": "INV-42", "card_number": "4111111111111111"}, effect=g.WRITE,
+        args={"invoice": "INV-42", "card_number": "4111111111111111"}, effect=terms.WRITE,
         operation_key="pay-INV-42",
     )  # fmt: skip
-    assert (outcome.decision, outcome.result) == (g.REUSE, {"payment_id": "PAY-9"})
+    assert (outcome.decision, outcome.result) == (terms.REUSE, {"payment_id": "PAY-9"})
 
 
 def operator_resume(client, task) -> None:
@@ -80,7 +80,7 @@ def test_htmx_swaps_the_card_with_the_decision(as_operator, lost_write):
     assert body.lstrip().startswith(f'<article class="card op-card decided" id="op-{op.pk}"')
     assert "Recorded <b>NOT_COMMITTED</b> by olivia" in body
     op.refresh_from_db()
-    assert op.state == g.NOT_COMMITTED
+    assert op.state == terms.NOT_COMMITTED
 
 
 def test_a_plain_text_result_is_kept_as_text(as_operator, lost_write):
@@ -101,7 +101,7 @@ def test_still_unknown_keeps_it_in_the_queue_with_the_note(as_operator, lost_wri
     assert "PSP is down, retry at 4" in body
     assert "Record verdict" in body  # the form is still there
     op.refresh_from_db()
-    assert op.state == g.UNKNOWN
+    assert op.state == terms.UNKNOWN
     assert "pay-INV-42" in as_operator.get("/reconcile/").content.decode()
 
 
@@ -115,7 +115,7 @@ def test_a_missing_note_shows_the_error_next_to_the_field_and_changes_nothing(
     body = response.content.decode()
     assert f'id="id_op{op.pk}-note_error">A note is required: say how you know.' in body
     op.refresh_from_db()
-    assert op.state == g.UNKNOWN
+    assert op.state == terms.UNKNOWN
     assert Event.objects.count() == events
     assert not Reconciliation.objects.exists()
 
@@ -128,7 +128,7 @@ def test_a_result_with_a_verdict_other_than_committed_is_refused(as_operator, lo
     assert response.status_code == 422
     assert "Only a COMMITTED verdict stores a result." in response.content.decode()
     op.refresh_from_db()
-    assert op.state == g.UNKNOWN
+    assert op.state == terms.UNKNOWN
 
 
 def test_a_bad_verdict_is_refused(as_operator, lost_write):
@@ -148,7 +148,7 @@ def test_an_operation_already_decided_is_refused_in_words(as_operator, lost_writ
     assert response.status_code == 422
     assert "only UNKNOWN operations are reconciled" in response.content.decode()
     op.refresh_from_db()
-    assert op.state == g.OP_COMMITTED
+    assert op.state == terms.OP_COMMITTED
 
 
 def test_an_unknown_operation_is_404(as_operator, db):
@@ -158,6 +158,6 @@ def test_an_unknown_operation_is_404(as_operator, db):
 def test_committed_operations_are_not_in_the_queue(as_operator, agent):
     task = tasks.task_create(agent=agent, goal="g")
     _, call, _ = runner.tool_call_request(task_id=task.pk, agent=agent, tool="w", args={},
-                                          effect=g.WRITE, operation_key="k1")  # fmt: skip
-    assert Operation.objects.get().state == g.IN_FLIGHT  # lease still live: not for a human
+                                          effect=terms.WRITE, operation_key="k1")  # fmt: skip
+    assert Operation.objects.get().state == terms.IN_FLIGHT  # lease still live: not for a human
     assert "Nothing to reconcile" in as_operator.get("/reconcile/").content.decode()

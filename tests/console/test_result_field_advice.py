@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event, LimitProfile, ToolPolicy
 from agents.result_advice import result_field_proposals
 from agents.services import runner, tasks
@@ -30,11 +30,11 @@ def novelty_task(agent):
 def read(agent, task_id, step: int, data: dict | None = None) -> tuple[str, str | None]:
     """Ask for the same read and, when it runs, report `data` (default: a stamped answer)."""
     _, call, asked = runner.tool_call_request(
-        task_id=task_id, agent=agent, tool="search", args={"q": "invoice 7"}, effect=g.READ
+        task_id=task_id, agent=agent, tool="search", args={"q": "invoice 7"}, effect=terms.READ
     )
-    if asked.decision != g.EXECUTE:
+    if asked.decision != terms.EXECUTE:
         return asked.decision, None
-    result = g.ToolResult(kind=g.SUCCESS, data=answer(step) if data is None else data)
+    result = terms.ToolResult(kind=terms.SUCCESS, data=answer(step) if data is None else data)
     _, _, answered = runner.tool_call_result(
         task_id=task_id, agent=agent, tool_call_id=call.pk, result=result
     )

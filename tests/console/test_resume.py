@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event, Phase
 from ledger.services import operation_reconcile
 from tests.console.conftest import HTMX
@@ -27,7 +27,7 @@ def test_a_plain_post_resumes_with_grants_and_usage_stays(as_operator, stopped_t
     )
     assert response.status_code == 303
     stopped_task.refresh_from_db()
-    assert (stopped_task.state, stopped_task.phase) == (g.RUNNING, 2)
+    assert (stopped_task.state, stopped_task.phase) == (terms.RUNNING, 2)
     assert stopped_task.tool_executions == used
     assert stopped_task.limits["max_tool_executions"] == 25
     assert Decimal(stopped_task.limits["max_cost"]) == Decimal("5.5")
@@ -70,7 +70,7 @@ def test_a_missing_reason_is_refused(as_operator, stopped_task):
     assert response.status_code == 422
     assert "Say why the task may go on." in response.content.decode()
     stopped_task.refresh_from_db()
-    assert stopped_task.state == g.STOPPED
+    assert stopped_task.state == terms.STOPPED
     assert Event.objects.count() == events
 
 
@@ -84,7 +84,7 @@ def test_open_writes_are_named_and_linked_and_block_the_resume(as_operator, lost
     assert response.status_code == 422
     assert "Reconcile these operations before resuming: pay-INV-42" in response.content.decode()
     task.refresh_from_db()
-    assert (task.state, task.phase) == (g.NEEDS_HUMAN, 1)
+    assert (task.state, task.phase) == (terms.NEEDS_HUMAN, 1)
 
 
 def test_after_reconciling_the_task_resumes(as_operator, lost_write, people):
@@ -96,7 +96,7 @@ def test_after_reconciling_the_task_resumes(as_operator, lost_write, people):
     response = as_operator.post(f"/tasks/{task.pk}/resume/", {"reason": "payment confirmed"})
     assert response.status_code == 303
     task.refresh_from_db()
-    assert (task.state, task.phase) == (g.RUNNING, 2)
+    assert (task.state, task.phase) == (terms.RUNNING, 2)
 
 
 def test_a_running_task_has_no_resume_form_and_refuses_a_resume(as_operator, looping_task):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.errors import NotFound  # noqa: F401  (documents what the guard raises)
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Event
 from agents.services import runner
 from tests.console.conftest import HTMX
@@ -24,7 +24,7 @@ def test_a_plain_post_stops_the_task_and_redirects(as_operator, looping_task, ag
     assert response.status_code == 303
     assert response["Location"] == f"/tasks/{looping_task.pk}/"
     looping_task.refresh_from_db()
-    assert (looping_task.state, looping_task.reason) == (g.STOPPED, "operator_stop")
+    assert (looping_task.state, looping_task.reason) == (terms.STOPPED, "operator_stop")
     event = Event.objects.get(task=looping_task, kind="stop_requested")
     assert (event.actor, event.reason) == ("user:olivia", "looping on search")
     page = as_operator.get(response["Location"]).content.decode()
@@ -33,7 +33,7 @@ def test_a_plain_post_stops_the_task_and_redirects(as_operator, looping_task, ag
     _, _, outcome = runner.tool_call_request(
         task_id=looping_task.pk, agent=agent, tool="kb_search", args={"q": 1}, effect="read"
     )
-    assert outcome.decision == g.STOP
+    assert outcome.decision == terms.STOP
 
 
 def test_htmx_swaps_the_task_in_place(as_operator, looping_task):
@@ -56,7 +56,7 @@ def test_a_missing_reason_shows_the_error_next_to_the_field_and_changes_nothing(
     assert 'id="id_reason_error">Say why you are stopping the task.' in body
     assert '<details class="confirm" open>' in body
     looping_task.refresh_from_db()
-    assert looping_task.state == g.RUNNING
+    assert looping_task.state == terms.RUNNING
     assert Event.objects.count() == events
 
 
@@ -82,7 +82,7 @@ def test_who_may_stop(request, looping_task, client_name):
     looping_task.refresh_from_db()
     if client_name == "as_outsider":
         assert response.status_code == 403
-        assert looping_task.state == g.RUNNING
+        assert looping_task.state == terms.RUNNING
     else:
         assert response.status_code == 303
-        assert looping_task.state == g.STOPPED
+        assert looping_task.state == terms.STOPPED

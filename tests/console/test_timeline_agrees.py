@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from agents import loop_eval
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import LimitProfile, Task, ToolCall
 from agents.services import operator, runner, tasks
 from console.timeline import timeline
 
 # The repetition rules run after these request checks; a call they stopped earlier says
 # nothing about the window (the guard never asked).
-REACHED_REPETITION = {g.EXECUTE, g.REUSE, g.BLOCK}
+REACHED_REPETITION = {terms.EXECUTE, terms.REUSE, terms.BLOCK}
 STOPPED_AT_OR_AFTER_REPETITION = {
     "same_call", "short_cycle", "near_duplicate", "execution_budget", "no_progress",
 }  # fmt: skip
@@ -39,26 +39,28 @@ def _task(agent, **limits: Any) -> Task:
     return tasks.task_create(agent=agent, goal="replay", profile=name)
 
 
-def _ask(agent, task: Task, tool: str, args: dict, **request: Any) -> tuple[ToolCall, g.Outcome]:
+def _ask(
+    agent, task: Task, tool: str, args: dict, **request: Any
+) -> tuple[ToolCall, terms.Outcome]:
     _, call, outcome = runner.tool_call_request(
         task_id=task.pk, agent=agent, tool=tool, args=args,
-        effect=request.pop("effect", g.READ), **request,
+        effect=request.pop("effect", terms.READ), **request,
     )  # fmt: skip
     return call, outcome
 
 
-def _report(agent, task: Task, call: ToolCall, **result: Any) -> g.Outcome:
-    result.setdefault("kind", g.SUCCESS)
+def _report(agent, task: Task, call: ToolCall, **result: Any) -> terms.Outcome:
+    result.setdefault("kind", terms.SUCCESS)
     _, _, outcome = runner.tool_call_result(
-        task_id=task.pk, agent=agent, tool_call_id=call.pk, result=g.ToolResult(**result)
+        task_id=task.pk, agent=agent, tool_call_id=call.pk, result=terms.ToolResult(**result)
     )
     return outcome
 
 
-def _step(agent, task: Task, tool: str, args: dict, **result: Any) -> g.Outcome:
+def _step(agent, task: Task, tool: str, args: dict, **result: Any) -> terms.Outcome:
     """Ask, and when EXECUTE'd report `result` at once (an agent calling one tool at a time)."""
     call, outcome = _ask(agent, task, tool, args, job_id=result.pop("job_id", None))
-    if outcome.decision == g.EXECUTE:
+    if outcome.decision == terms.EXECUTE:
         return _report(agent, task, call, **result)
     return outcome
 
@@ -66,7 +68,7 @@ def _step(agent, task: Task, tool: str, args: dict, **result: Any) -> g.Outcome:
 def assert_marks_agree(task: Task) -> dict[str, int]:
     """Every mark against the decision on its call; returns how many of each were compared."""
     task.refresh_from_db()
-    limit = g.Limits.from_dict(task.limits).max_same_call
+    limit = terms.Limits.from_dict(task.limits).max_same_call
     rows = {row.seq: row for row in timeline(task).rows if row.kind == "tool"}
     assert len(rows) == task.tool_call_rows.count(), "the trace fits one page"
     seen = {"passed": 0, "same_call": 0, "short_cycle": 0}
@@ -74,7 +76,7 @@ def assert_marks_agree(task: Task) -> dict[str, int]:
         if not call.fingerprint or call.job_id:
             continue
         reached = call.decision in REACHED_REPETITION or (
-            call.decision == g.STOP and call.reason in STOPPED_AT_OR_AFTER_REPETITION
+            call.decision == terms.STOP and call.reason in STOPPED_AT_OR_AFTER_REPETITION
         )
         if not reached:
             continue
@@ -95,7 +97,7 @@ def assert_marks_agree(task: Task) -> dict[str, int]:
 def test_blocks_are_not_window_steps(agent):
     task = _task(agent)
     decisions = [_step(agent, task, "search", {"q": "price"}).decision for _ in range(4)]
-    assert decisions == [g.CONTINUE, g.CONTINUE, g.BLOCK, g.STOP]
+    assert decisions == [terms.CONTINUE, terms.CONTINUE, terms.BLOCK, terms.STOP]
     # The fourth ask meets the same window as the third: two done, the BLOCK did not count.
     seen = assert_marks_agree(task)
     assert seen == {"passed": 2, "same_call": 2, "short_cycle": 0}
@@ -113,7 +115,8 @@ def test_blocks_do_not_make_a_cycle(agent):
 def test_novelty_progress_clears_the_window(agent):
     task = _task(agent, progress_mode="novelty")
     for page in range(1, 5):  # new data each time: progress, never a repeat
-        assert _step(agent, task, "list", {"page": 1}, data={"rows": page}).decision == g.CONTINUE
+        answer = _step(agent, task, "list", {"page": 1}, data={"rows": page})
+        assert answer.decision == terms.CONTINUE
     for _ in range(3):  # the same data again: the window fills
         _step(agent, task, "list", {"page": 1}, data={"rows": 4})
     assert assert_marks_agree(task) == {"passed": 5, "same_call": 2, "short_cycle": 0}
@@ -146,10 +149,10 @@ def test_pending_calls_count_and_polls_do_not(agent):
     task = _task(agent)
     first, _ = _ask(agent, task, "search", {"q": "x"})  # executed, no result yet
     second, outcome = _ask(agent, task, "search", {"q": "x"})
-    assert outcome.decision == g.EXECUTE
-    assert _ask(agent, task, "search", {"q": "x"})[1].decision == g.BLOCK  # two in flight
+    assert outcome.decision == terms.EXECUTE
+    assert _ask(agent, task, "search", {"q": "x"})[1].decision == terms.BLOCK  # two in flight
     for _ in range(3):
-        _step(agent, task, "status", {"job": "j1"}, job_id="j1", kind=g.PENDING, wait_ms=10)
+        _step(agent, task, "status", {"job": "j1"}, job_id="j1", kind=terms.PENDING, wait_ms=10)
     _report(agent, task, first)
     _report(agent, task, second)
     assert assert_marks_agree(task)["same_call"] == 1
@@ -157,11 +160,12 @@ def test_pending_calls_count_and_polls_do_not(agent):
 
 def test_a_reused_write_joins_the_window(agent):
     task = _task(agent)
-    write = {"effect": g.WRITE, "operation_key": "pay-1"}
+    write = {"effect": terms.WRITE, "operation_key": "pay-1"}
     call, _ = _ask(agent, task, "pay", {"invoice": 1}, **write)
     _report(agent, task, call, evidence={"revision": 1, "done": False, "committed": True})
     decisions = [_ask(agent, task, "pay", {"invoice": 1}, **write)[1].decision for _ in range(3)]
-    assert decisions == [g.REUSE, g.BLOCK, g.STOP]  # the executed call and the reuse: two
+    # The executed call and the reuse: two.
+    assert decisions == [terms.REUSE, terms.BLOCK, terms.STOP]
     assert assert_marks_agree(task) == {"passed": 2, "same_call": 2, "short_cycle": 0}
 
 
@@ -200,12 +204,12 @@ def test_the_labelled_traces(agent, trace):
     task = _task(agent, max_stagnant=10_000, max_polls=1000, max_retries=1000)
     for item in trace.calls:
         result = {
-            "kind": item.get("kind", g.SUCCESS), "data": item.get("data"),
+            "kind": item.get("kind", terms.SUCCESS), "data": item.get("data"),
             "wait_ms": item.get("wait_ms"), "evidence": item.get("evidence"),
         }  # fmt: skip
         outcome = _step(
             agent, task, item["tool"], item.get("args") or {}, job_id=item.get("job_id"), **result
         )
-        if outcome.decision == g.STOP:
+        if outcome.decision == terms.STOP:
             break
     assert_marks_agree(task)

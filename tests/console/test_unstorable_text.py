@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 
-from agents.guard import types as g
+from agents.guard import terms
 from tests.conftest import Caller
 from tests.console.conftest import HTMX
 
@@ -65,7 +65,7 @@ def test_a_reconcile_result_with_a_nul_is_refused_next_to_the_field(as_operator,
     assert response.status_code == 422
     assert "NUL" in html.unescape(response.content.decode())
     op.refresh_from_db()
-    assert op.state == g.UNKNOWN
+    assert op.state == terms.UNKNOWN
 
 
 def test_text_that_looks_encoded_is_shown_as_the_agent_sent_it(as_operator, client, make_agent):

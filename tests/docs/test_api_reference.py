@@ -9,7 +9,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from agents.api.errors import FRAMEWORK_CODES
-from agents.guard import types as g
+from agents.guard import terms
 from tests.live import ROOT
 
 API_DOC = (ROOT / "docs" / "API.md").read_text()
@@ -54,13 +54,16 @@ def test_every_endpoint_is_documented(route):
 
 @pytest.mark.parametrize(
     "word",
-    [*g.DECISIONS, *g.TASK_STATES, *g.OPERATION_STATES, *g.RESULT_KINDS, g.BLOCK_CODE],
+    [
+        *terms.DECISIONS, *terms.TASK_STATES, *terms.OPERATION_STATES, *terms.RESULT_KINDS,
+        terms.BLOCK_CODE,
+    ],
 )
 def test_every_decision_state_and_result_kind_is_documented(word):
     assert f"`{word}`" in API_DOC
 
 
-@pytest.mark.parametrize(("reason", "code"), list(g.REASON_CODES.items()))
+@pytest.mark.parametrize(("reason", "code"), list(terms.REASON_CODES.items()))
 def test_every_reason_is_documented_with_its_code(reason, code):
     rows = [line for line in API_DOC.splitlines() if f"`{reason}`" in line and line.startswith("|")]
     assert any((f"`{code}`" if code else "(none)") in row for row in rows), reason
@@ -71,6 +74,6 @@ def test_every_error_code_the_code_raises_is_documented(code):
     assert f"`{code}`" in API_DOC
 
 
-@pytest.mark.parametrize("name", g.Limits.names() + ["max_tasks_per_trigger"])
+@pytest.mark.parametrize("name", terms.Limits.names() + ["max_tasks_per_trigger"])
 def test_every_limit_is_documented(name):
     assert f"| `{name}` |" in API_DOC

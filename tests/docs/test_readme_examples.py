@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import pytest
 from django.db import connection
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Task
 from tests.live import ROOT, database_url
 
@@ -66,7 +66,7 @@ def test_the_curl_example_runs_as_written_and_completes_the_task(server_env):
     final = json.loads(lines[2])
     assert (final["decision"], final["state"], final["reason"]) == ("STOP", "COMPLETED", "goal_met")
     task = Task.objects.get(goal="refund order 42")
-    assert (task.state, task.agent.name) == (g.COMPLETED, "demo")
+    assert (task.state, task.agent.name) == (terms.COMPLETED, "demo")
 
 
 def test_the_curl_example_run_again_reuses_the_refund_as_the_readme_says(server_env):
@@ -76,7 +76,8 @@ def test_the_curl_example_run_again_reuses_the_refund_as_the_readme_says(server_
 
     assert "TOOL_CALL_NOT_EXECUTED" in again.stdout and "REUSE" in again.stdout
     assert "409" in again.stderr
-    assert [t.state for t in Task.objects.filter(goal="refund order 42")].count(g.COMPLETED) == 1
+    states = [t.state for t in Task.objects.filter(goal="refund order 42")]
+    assert states.count(terms.COMPLETED) == 1
 
 
 def test_the_curl_example_stops_loudly_without_a_token(server_env):
@@ -109,7 +110,7 @@ def test_the_client_example_runs_as_written_outside_the_repository(
     result = run({})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("COMPLETED"), result.stdout
-    assert Task.objects.get(goal="refund order 43").state == g.COMPLETED
+    assert Task.objects.get(goal="refund order 43").state == terms.COMPLETED
 
     # Run again, as the README says: the ledger answers REUSE and the refund does not run twice.
     again = run({})

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agents.guard import core
-from agents.guard.types import (
+from agents.guard.terms import (
     EXECUTE,
     READ,
     RUNNING,

@@ -17,7 +17,7 @@ from agents.guard.core import (
     stop,
     usage,
 )
-from agents.guard.types import (
+from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
     FAILED,

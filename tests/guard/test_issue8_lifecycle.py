@@ -9,7 +9,7 @@ import pytest
 
 from agents.guard import core
 from agents.guard.fingerprint import canonical_json, sha256_hex
-from agents.guard.types import (
+from agents.guard.terms import (
     CONTINUE,
     PENDING,
     STOP,

@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 
 from agents.guard.core import LimitError, tighten_limits, validate_limits
-from agents.guard.types import Limits
+from agents.guard.terms import Limits
 
 # -- an agent tightening its profile at task creation ------------------------------------------
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from agents.guard.core import gate_model_call, settle_usage
-from agents.guard.types import (
+from agents.guard.terms import (
     ALLOW,
     CONTINUE,
     PARTIAL,

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from agents.guard.fingerprint import canonical_json
 from agents.guard.similarity import lexical, positions_differ
+from agents.guard.terms import BLOCK, EXECUTE, PARTIAL, STOP, SUCCESS, ToolResult, WindowEntry
 from agents.guard.tool import report_result, request_tool
-from agents.guard.types import BLOCK, EXECUTE, PARTIAL, STOP, SUCCESS, ToolResult, WindowEntry
 
 from .factories import NOW, agent, call_of, make_task, read
 

@@ -20,7 +20,7 @@ from agents.guard.novelty import (
     propose_ignored_keys,
     result_hash,
 )
-from agents.guard.types import PARTIAL, ToolResult
+from agents.guard.terms import PARTIAL, ToolResult
 
 from .factories import NOW, call_of, make_task, read
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from agents.guard.core import gate_model_call, request_tool
-from agents.guard.types import (
+from agents.guard.terms import (
     ALLOW,
     EXECUTE,
     FAILED,

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents.guard import core
-from agents.guard.types import (
+from agents.guard.terms import (
     EXECUTE,
     OPERATION_STATES,
     PENDING,

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from agents.guard import core
-from agents.guard.types import (
+from agents.guard.terms import (
     COMPLETED,
     FAILED,
     FATAL,

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 from agents.guard.fingerprint import action_signature, plan_text
 from agents.guard.model import settle_usage
+from agents.guard.terms import CONTINUE, PARTIAL, STOP, SUCCESS, ToolResult, UsageReport
 from agents.guard.tool import report_result, request_tool
-from agents.guard.types import CONTINUE, PARTIAL, STOP, SUCCESS, ToolResult, UsageReport
 
 from .factories import NOW, agent, call_of, ev, make_task, read
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.guard.types import BLOCK, COMPLETED, EXECUTE, PARTIAL, STOP
+from agents.guard.terms import BLOCK, COMPLETED, EXECUTE, PARTIAL, STOP
 
 from .factories import ev, make_task, ok, read, step
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from agents.guard.core import build_report, reason_code, remaining, usage
-from agents.guard.types import COMPLETED, NEEDS_HUMAN, PARTIAL, REASON_CODES, STOPPED
+from agents.guard.terms import COMPLETED, NEEDS_HUMAN, PARTIAL, REASON_CODES, STOPPED
 
 from .factories import NOW, make_task
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from agents.guard.core import gate_model_call, model_estimate, settle_usage, token_cost
-from agents.guard.types import ALLOW, PARTIAL, STOP, ModelCallRequest, UsageReport
+from agents.guard.terms import ALLOW, PARTIAL, STOP, ModelCallRequest, UsageReport
 
 from .factories import NOW, agent, make_task
 

@@ -5,7 +5,7 @@ from dataclasses import asdict
 import pytest
 
 from agents.guard.core import fingerprint, request_tool
-from agents.guard.types import (
+from agents.guard.terms import (
     BLOCK,
     BLOCK_CODE,
     EXECUTE,

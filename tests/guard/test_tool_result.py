@@ -7,7 +7,7 @@ import pytest
 
 from agents.guard.core import canonical_json, report_result
 from agents.guard.fingerprint import sha256_hex
-from agents.guard.types import (
+from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
     FAILED,

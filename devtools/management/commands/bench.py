@@ -56,8 +56,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 from loopwarden_client import Client, LoopwardenError, TaskStopped
 
-from agents.guard import core
-from agents.guard import types as g
+from agents.guard import core, terms
 from agents.loop_eval import NOW, eval_limits
 from devtools.live import gunicorn_server
 
@@ -376,15 +375,15 @@ def core_latency(threshold: float | None, *, window: int = 8, rounds: int = 2000
     entries = []
     for i in range(window):
         fp, text = core.fingerprint("search", {"q": f"topic {i} quarterly report", "limit": 10}, [])
-        entries.append(g.WindowEntry(fingerprint=fp, tool="search", args=text))
-    agent = g.AgentView()
+        entries.append(terms.WindowEntry(fingerprint=fp, tool="search", args=text))
+    agent = terms.AgentView()
     started = time.perf_counter()
     for i in range(rounds):
-        task = g.TaskState(
-            state=g.RUNNING, phase=1, limits=limits, deadline_at=NOW + timedelta(hours=1),
+        task = terms.TaskState(
+            state=terms.RUNNING, phase=1, limits=limits, deadline_at=NOW + timedelta(hours=1),
             window=list(entries),
         )  # fmt: skip
-        req = g.ToolRequest(tool="search", args={"q": f"new question {i % 50}", "limit": 10})
+        req = terms.ToolRequest(tool="search", args={"q": f"new question {i % 50}", "limit": 10})
         core.request_tool(task, req, None, agent, NOW)
     return (time.perf_counter() - started) / rounds * 1e6
 
@@ -501,7 +500,7 @@ def one_round(
                    effect="write" if write else "read",
                    operation_key=f"{task_id}:{n}" if write else None,
                    model_call=allowed["model_call"])  # fmt: skip
-    if answer["decision"] != g.EXECUTE:
+    if answer["decision"] != terms.EXECUTE:
         raise LoopwardenError(200, "BENCH", f"expected EXECUTE, got {answer['decision']}")
     evidence = {"revision": n, "done": False, **({"committed": True} if write else {})}
     timed(samples, "result", client.report_result, task_id, answer["tool_call"], "SUCCESS",
@@ -591,7 +590,7 @@ def grow_trace(task_id: str, length: int, headroom: int, *, novelty: bool = Fals
             step = (seq + 1) // 2
             if seq % 2:
                 model_rows.append(ModelCall(
-                    task=task, seq=seq, phase=1, round=step, model=MODEL, decision=g.ALLOW,
+                    task=task, seq=seq, phase=1, round=step, model=MODEL, decision=terms.ALLOW,
                     est_prompt_tokens=800, max_output_tokens=200, reserved_cost=Decimal(0),
                     prompt_tokens=750, completion_tokens=150, cost=Decimal("0.0006"),
                     tool_calls=[{"name": "fetch_page", "args": {"page": step}}], settled_at=now,
@@ -600,10 +599,10 @@ def grow_trace(task_id: str, length: int, headroom: int, *, novelty: bool = Fals
                 fingerprint, args_text = core.fingerprint("fetch_page", {"page": step}, [])
                 tool_rows.append(ToolCall(
                     task=task, seq=seq, phase=1, tool="fetch_page", args={"page": step},
-                    effect=g.READ, fingerprint=fingerprint, args_text=args_text,
-                    decision=g.EXECUTE, result_kind="SUCCESS", result_data=page_data(step),
+                    effect=terms.READ, fingerprint=fingerprint, args_text=args_text,
+                    decision=terms.EXECUTE, result_kind="SUCCESS", result_data=page_data(step),
                     evidence=None if novelty else {"revision": step, "done": False},
-                    result_decision=g.CONTINUE, revision_after=0 if novelty else step,
+                    result_decision=terms.CONTINUE, revision_after=0 if novelty else step,
                     duration_ms=1, reported_at=now,
                 ))  # fmt: skip
         ModelCall.objects.using(ALIAS).bulk_create(model_rows, batch_size=1000)
@@ -715,18 +714,18 @@ def grow_window(task_id: str, tool: str, queries: list[str], **limits: Any) -> N
             fingerprint, args_text = core.fingerprint(tool, args, [])
             model_rows.append(ModelCall(
                 task=task, seq=2 * step - 1, phase=1, round=step, model=MODEL,
-                decision=g.ALLOW, est_prompt_tokens=800, max_output_tokens=200,
+                decision=terms.ALLOW, est_prompt_tokens=800, max_output_tokens=200,
                 reserved_cost=Decimal(0), prompt_tokens=750, completion_tokens=150,
                 cost=Decimal("0.0006"), tool_calls=[{"name": tool, "args": args}],
                 settled_at=now,
             ))  # fmt: skip
             tool_rows.append(ToolCall(
-                task=task, seq=2 * step, phase=1, tool=tool, args=args, effect=g.READ,
-                fingerprint=fingerprint, args_text=args_text, decision=g.EXECUTE,
-                result_kind="SUCCESS", result_data=data, result_decision=g.CONTINUE,
+                task=task, seq=2 * step, phase=1, tool=tool, args=args, effect=terms.READ,
+                fingerprint=fingerprint, args_text=args_text, decision=terms.EXECUTE,
+                result_kind="SUCCESS", result_data=data, result_decision=terms.CONTINUE,
                 revision_after=0, duration_ms=1, reported_at=now,
             ))  # fmt: skip
-            window.append(g.WindowEntry(fingerprint=fingerprint, tool=tool, args=args_text,
+            window.append(terms.WindowEntry(fingerprint=fingerprint, tool=tool, args=args_text,
                                         result=f"{data}"[:80]).to_dict())  # fmt: skip
         ModelCall.objects.using(ALIAS).bulk_create(model_rows)
         ToolCall.objects.using(ALIAS).bulk_create(tool_rows)
@@ -789,7 +788,7 @@ def threshold_latency(
                 measured = into if n >= warm_up else defaultdict(list)
                 answer = timed(measured, "tool", client.request_tool, task_id, tool,
                                search_args(query), effect="read")  # fmt: skip
-                if answer["decision"] != g.EXECUTE and n >= warm_up:
+                if answer["decision"] != terms.EXECUTE and n >= warm_up:
                     not_executed += 1
         # One near member is a cluster big enough here (max_same_call 1): the rephrased query
         # is BLOCKed if and only if the check ran.
@@ -890,13 +889,13 @@ def counter_differences(task_ids: list[str]) -> list[str]:
     differences = []
     for task in Task.objects.using(ALIAS).filter(pk__in=task_ids):
         calls = ModelCall.objects.using(ALIAS).filter(task=task).aggregate(
-            allowed=Count("id", filter=Q(decision=g.ALLOW)),
+            allowed=Count("id", filter=Q(decision=terms.ALLOW)),
             tokens=Sum("prompt_tokens", default=0) + Sum("completion_tokens", default=0),
             cost=Sum("cost", default=Decimal(0)),
         )
         tools = ToolCall.objects.using(ALIAS).filter(task=task).aggregate(
-            requests=Count("id", filter=~Q(decision=g.STOP)),
-            executions=Count("id", filter=Q(decision=g.EXECUTE)),
+            requests=Count("id", filter=~Q(decision=terms.STOP)),
+            executions=Count("id", filter=Q(decision=terms.EXECUTE)),
         )
         expected = {
             "model_calls": calls["allowed"], "tokens_used": calls["tokens"],

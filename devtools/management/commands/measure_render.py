@@ -23,7 +23,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
-from agents.guard import types as g
+from agents.guard import terms
 from agents.models import Agent, Event, ModelCall, Phase, Task, ToolCall
 from ledger.models import Operation
 
@@ -81,10 +81,10 @@ class Command(BaseCommand):
         task = Task.objects.create(
             agent=agent,
             goal="Reconcile the invoices of March (measurement task with a long trace)",
-            limits={**g.Limits(max_model_calls=5000, max_tool_requests=5000,
+            limits={**terms.Limits(max_model_calls=5000, max_tool_requests=5000,
                                max_tool_executions=5000, max_stagnant=5000).to_dict()},
             deadline_at=now + timedelta(hours=2),
-            state=g.NEEDS_HUMAN,
+            state=terms.NEEDS_HUMAN,
             reason="unknown_commit",
             phase=2,
             trace_seq=rows,
@@ -93,7 +93,7 @@ class Command(BaseCommand):
             tool_executions=rows - rows // 2,
             tokens_used=1200 * (rows // 2),
             cost_spent=Decimal("0.004") * (rows // 2),
-            report={"state": g.NEEDS_HUMAN, "reason": "unknown_commit", "code": "GUARD_LEDGER",
+            report={"state": terms.NEEDS_HUMAN, "reason": "unknown_commit", "code": "GUARD_LEDGER",
                     "resume_condition": "Reconcile operation pay-42, then an operator may resume."},
         )  # fmt: skip
         Phase.objects.create(task=task, number=1, reason="created")
@@ -105,7 +105,7 @@ class Command(BaseCommand):
             if seq % 2:
                 model_rows.append(ModelCall(
                     task=task, seq=seq, phase=phase, round=seq // 2 + 1, model="sim-model",
-                    decision=g.ALLOW, prompt_tokens=1000, completion_tokens=200,
+                    decision=terms.ALLOW, prompt_tokens=1000, completion_tokens=200,
                     cost=Decimal("0.004"), settled_at=now, signature=f"{seq % 5:064x}",
                     tool_calls=[{"name": tools[seq % 4], "args": {"page": seq % 9}}],
                 ))  # fmt: skip
@@ -114,9 +114,10 @@ class Command(BaseCommand):
                 args = {"query": f"march invoices page {seq % 9}", "api_key": "secret",
                         "filters": {"status": "open", "note": "x" * 120}}  # fmt: skip
                 tool_rows.append(ToolCall(
-                    task=task, seq=seq, phase=phase, tool=tool, args=args, effect=g.READ,
-                    fingerprint=f"{(seq % 9) * 7919 + len(tool):064x}", decision=g.EXECUTE,
-                    result_kind=g.SUCCESS, result_decision=g.CONTINUE, revision_after=seq // 400,
+                    task=task, seq=seq, phase=phase, tool=tool, args=args, effect=terms.READ,
+                    fingerprint=f"{(seq % 9) * 7919 + len(tool):064x}", decision=terms.EXECUTE,
+                    result_kind=terms.SUCCESS, result_decision=terms.CONTINUE,
+                    revision_after=seq // 400,
                     reported_at=now,
                 ))  # fmt: skip
         ModelCall.objects.bulk_create(model_rows, batch_size=500)
@@ -124,10 +125,10 @@ class Command(BaseCommand):
         last = ToolCall.objects.filter(task=task).order_by("-seq").first()
         operation = Operation.objects.create(
             namespace="measure", operation_key="pay-42", tool="pay_invoice", fingerprint="f" * 64,
-            args={"invoice": "INV-42", "card_number": "4111"}, state=g.UNKNOWN, task=task,
+            args={"invoice": "INV-42", "card_number": "4111"}, state=terms.UNKNOWN, task=task,
             tool_call=last, claimed_at=now,
         )  # fmt: skip
-        ToolCall.objects.filter(pk=last.pk).update(operation=operation, effect=g.WRITE)
+        ToolCall.objects.filter(pk=last.pk).update(operation=operation, effect=terms.WRITE)
         Event.objects.bulk_create([
             Event(task=task, agent=agent, kind="guard_trigger", phase=1, actor="system:guard",
                   reason="same_call", code="GUARD_LOOP_DETECTED", detail={"decision": "BLOCK"})

@@ -1,4 +1,6 @@
-"""Plain data the guard core works on. No Django import anywhere in agents.guard.
+"""The guard's terms: its states, decisions, reasons and limits, and the plain data the core
+decides on. No Django import anywhere in agents.guard. Import it whole, `from agents.guard import
+terms`, and name what you use (`terms.RUNNING`, `terms.TaskState`).
 
 The service layer loads a `TaskState` from the locked task row, hands it to a core function
 which mutates it in place and returns an outcome, then writes the state back in the same
