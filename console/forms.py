@@ -17,7 +17,7 @@ from django.conf import settings
 from agents import storable
 from agents.guard import terms
 from agents.models import Agent
-from agents.services.admin import PROFILE_LIMIT_FIELDS
+from agents.services.configuration import PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
 
 TEXT_REASON = forms.Textarea(attrs={"rows": 2, "placeholder": "What you saw, what you decided"})

@@ -9,8 +9,8 @@ from django_htmx.http import trigger_client_event
 
 from agents.errors import DomainError, NotFound
 from agents.models import Agent, LimitProfile
-from agents.services import admin, operator
-from agents.services.admin import PROFILE_LIMIT_FIELDS
+from agents.services import configuration, operator
+from agents.services.configuration import PROFILE_LIMIT_FIELDS
 from agents.services.tasks import DEFAULT_PROFILE
 from console import access, queries
 from console.access import INVALID, console_view
@@ -65,7 +65,7 @@ def _profile_post(request, profile: LimitProfile | None, saved: str):
     form = ProfileForm(request.POST, creating=profile is None)
     if form.is_valid():
         try:
-            stored = admin.profile_save(
+            stored = configuration.profile_save(
                 user=request.user,
                 values=form.values(),
                 name=profile.name if profile is not None else None,
@@ -200,7 +200,7 @@ def agent_profiles(request, name):
     form = _profiles_form(agent, request.POST)
     if form.is_valid():
         try:
-            admin.agent_set_allowed_profiles(
+            configuration.agent_set_allowed_profiles(
                 name=name,
                 profiles=form.cleaned_data["allowed"],
                 user=request.user,
@@ -222,7 +222,7 @@ def token_issue(request, name):
     form = TokenForm(request.POST, prefix=f"token-{name}")
     if form.is_valid():
         try:
-            token, raw = admin.token_issue(
+            token, raw = configuration.token_issue(
                 agent_name=name, user=request.user, name=form.cleaned_data["name"]
             )
         except NotFound:
@@ -243,7 +243,7 @@ def token_revoke(request, name, token_id):
     form = RevokeForm(request.POST)
     form.is_valid()
     try:
-        token = admin.token_revoke(
+        token = configuration.token_revoke(
             token_id=token_id,
             agent_name=name,
             user=request.user,

@@ -18,7 +18,7 @@ from agents.api.views import _valid, id_parameter, row_id
 from agents.errors import BadInput, NotFound
 from agents.guard import terms
 from agents.models import Agent, Event, LimitProfile
-from agents.services import admin, operator
+from agents.services import configuration, operator
 from ledger import services as ledger_services
 from ledger.models import Operation
 
@@ -182,7 +182,7 @@ class AgentDetail(APIView):
     def patch(self, request, name):
         require_perm(request, "agents.change_agent")
         data = _valid(s.AgentPatchIn, request)
-        agent = admin.agent_set_allowed_profiles(
+        agent = configuration.agent_set_allowed_profiles(
             name=name, profiles=data["allowed_profiles"], user=request.user, reason=data["reason"]
         )
         return Response(selectors.agent_json(self._get(agent.name)))
@@ -232,7 +232,7 @@ class ProfileList(APIView):
     def post(self, request):
         require_perm(request, "agents.add_limitprofile")
         data = _valid(s.ProfileIn, request)
-        profile = admin.profile_save(user=request.user, values=dict(data))
+        profile = configuration.profile_save(user=request.user, values=dict(data))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -267,7 +267,7 @@ class ProfileDetail(APIView):
         self._get(name)
         serializer = s.ProfileIn(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        profile = admin.profile_save(
+        profile = configuration.profile_save(
             user=request.user, values=dict(serializer.validated_data), name=name
         )
         return Response(ProfileSerializer(profile).data)

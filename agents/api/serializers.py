@@ -24,7 +24,7 @@ from agents.errors import BadInput
 from agents.guard import terms
 from agents.guard.limits import INT_FIELDS, PROFILE_INT_FIELDS
 from agents.models import Agent, LimitProfile
-from agents.services import admin
+from agents.services import configuration
 
 
 class Strict(serializers.Serializer):
@@ -270,13 +270,13 @@ class ProfileIn(Strict):
     """A limit profile's fields; on PATCH every field is optional."""
 
     # The fields state the profile's bounds for the schema; the rules themselves are checked
-    # by the one profile validator, the admin service's (the console's form reaches it too),
-    # so a mistake gets the same sentence through either door. The fields then only turn the
-    # JSON into values (and refuse a fraction of money as a JSON number).
+    # by the one profile validator, the configuration service's (the console's form reaches it
+    # too), so a mistake gets the same sentence through either door. The fields then only turn
+    # the JSON into values (and refuse a fraction of money as a JSON number).
     def to_internal_value(self, data):
         if isinstance(data, dict) and not set(data) - set(self.fields):
             try:
-                admin.validate_profile(data, creating=not self.partial)
+                configuration.validate_profile(data, creating=not self.partial)
             except BadInput as exc:
                 raise serializers.ValidationError(exc.fields) from None
         return super().to_internal_value(data)

@@ -106,12 +106,12 @@ def test_the_api_and_the_console_refuse_a_profile_with_one_validator(admin_api):
     """The API's serializer hands the profile to `validate_profile`, the validator the
     console's form reaches through the same service: one sentence per mistake."""
     from agents.errors import BadInput
-    from agents.services import admin
+    from agents.services import configuration
 
     body = {"name": "not a slug", "max_model_calls": 0, "max_stagnant": "x"}
     response = admin_api.post("profiles", body)
     with pytest.raises(BadInput) as exc:
-        admin.validate_profile(body, creating=True)
+        configuration.validate_profile(body, creating=True)
     assert response.status_code == 400
     assert response.body["error"]["code"] == "INVALID_FIELDS"  # the API's code for a field
     assert response.body["error"]["fields"] == exc.value.fields

@@ -1,4 +1,5 @@
-"""What only admins do: limit profiles and agent API tokens.
+"""The configuration only admins change: limit profiles, the profiles each agent may use, and
+agents' API tokens. (Django's own admin site is `agents/admin.py`.)
 
 The console and the REST API both call these, so a profile is validated by the same limit
 rules (the guard core's `validate_limits`) and every change writes its audit event in the same
