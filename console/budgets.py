@@ -1,6 +1,7 @@
-"""Budget bars: used against limit for every dimension a task is bounded by.
+"""Budget gauges: used against limit for every dimension a task is bounded by (the task page
+draws each `Gauge` as a bar, the dashboard the busiest one).
 
-Read from the task row alone (counters and limits live there), so a bar costs no query.
+Read from the task row alone (counters and limits live there), so a gauge costs no query.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ HIGH_AT = 0.9  # red from here
 
 
 @dataclass(frozen=True)
-class Bar:
+class Gauge:
+    """One budget of a task: how much is used of its limit, as text and as a ratio."""
+
     key: str
     label: str
     used: str
@@ -58,13 +61,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
-def bars(task: Task, now: datetime | None = None) -> list[Bar]:
+def bars(task: Task, now: datetime | None = None) -> list[Gauge]:
     limits = task.limits
     now = now or timezone.now()
 
-    def count(key: str, label: str, used: int, limit_name: str) -> Bar:
+    def count(key: str, label: str, used: int, limit_name: str) -> Gauge:
         limit = int(limits.get(limit_name) or 0)
-        return Bar(key, label, f"{used:,}", f"{limit:,}", _ratio(used, limit))
+        return Gauge(key, label, f"{used:,}", f"{limit:,}", _ratio(used, limit))
 
     cost_used = task.cost_spent + task.cost_reserved
     max_cost = Decimal(str(limits.get("max_cost") or 0))
@@ -78,7 +81,7 @@ def bars(task: Task, now: datetime | None = None) -> list[Bar]:
         count("retries", "Retries", task.retries, "max_retries"),
         count("polls", "Polls", task.polls, "max_polls"),
         _tokens(task, int(limits.get("max_tokens") or 0)),
-        Bar(
+        Gauge(
             "cost",
             "Cost",
             _money(cost_used),
@@ -86,19 +89,19 @@ def bars(task: Task, now: datetime | None = None) -> list[Bar]:
             _ratio(cost_used, max_cost),
             reserved_note,
         ),  # fmt: skip
-        Bar("seconds", "Time", _duration(elapsed), _duration(total), _ratio(elapsed, total)),
+        Gauge("seconds", "Time", _duration(elapsed), _duration(total), _ratio(elapsed, total)),
         count("stagnant", "Steps without progress", task.stagnant, "max_stagnant"),
     ]
 
 
-def _tokens(task: Task, limit: int) -> Bar:
+def _tokens(task: Task, limit: int) -> Gauge:
     """Like cost: open reservations count against the limit, as the gate counts them."""
     used = task.tokens_used + task.tokens_reserved
     note = f"{task.tokens_reserved:,} reserved" if task.tokens_reserved else ""
-    return Bar("tokens", "Tokens", f"{used:,}", f"{limit:,}", _ratio(used, limit), note)
+    return Gauge("tokens", "Tokens", f"{used:,}", f"{limit:,}", _ratio(used, limit), note)
 
 
-def busiest(task: Task) -> Bar:
+def busiest(task: Task) -> Gauge:
     """The budget closest to its limit: what the dashboard shows for a task in one bar."""
     main = [b for b in bars(task) if b.key in {"model_calls", "tool_requests",
                                                   "tool_executions", "tokens", "cost"}]  # fmt: skip

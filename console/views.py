@@ -113,7 +113,7 @@ def task_context(request, task: Task, **forms) -> dict:
     }
 
 
-def _grant_rows(task: Task, bars: list[budgets.Bar], user) -> list[dict]:
+def _grant_rows(task: Task, bars: list[budgets.Gauge], user) -> list[dict]:
     """One row per grant: usage, limit and, for a non-admin operator, the most one resume may
     grant (the service's rule, `core.grant_bound`, shown rather than re-derived)."""
     by_key = {bar.key: bar for bar in bars}

@@ -31,7 +31,9 @@ LEFT, RIGHT, TOP, BOTTOM = 44, 64, 16, 36
 
 
 @dataclass
-class Bar:
+class DayColumn:
+    """One day's column of the chart: its trips as a bar, in SVG user units."""
+
     x: float
     y: float
     width: float
@@ -55,7 +57,7 @@ class Chart:
     right_x: int = WIDTH - RIGHT
     top: int = TOP
     baseline: int = HEIGHT - BOTTOM
-    bars: list[Bar] = field(default_factory=list)
+    bars: list[DayColumn] = field(default_factory=list)
     points: str = ""  # the spend polyline
     dots: list[tuple[float, float]] = field(default_factory=list)
     trip_ticks: list[Tick] = field(default_factory=list)
@@ -87,7 +89,7 @@ def chart_of(series: list[reports.DayTotal]) -> Chart:
     for i, total in enumerate(series):
         x = LEFT + i * slot
         height = plot_h * total.trips / trips_max
-        chart.bars.append(Bar(
+        chart.bars.append(DayColumn(
             x=round(x + slot * 0.2, 1), y=round(chart.baseline - height, 1),
             width=round(slot * 0.6, 1), height=round(height, 1),
             day=total.day, trips=total.trips, cost=total.cost,
