@@ -1,14 +1,23 @@
 """Shared fixtures: an agent, another agent, an operator, an admin and an outsider, each with a
-token, and a JSON API caller."""
+token, and a JSON API caller; an agent's task with a write in flight (the ledger's and the
+background jobs' tests)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.utils import timezone
+
+from agents.guard import terms
+from agents.models import LimitProfile, Task, ToolPolicy
+from agents.services import runner
+from agents.services.tasks import task_create
+from ledger.models import Operation
 
 
 @dataclass
@@ -110,6 +119,60 @@ def admin_api(make_user, client):
 @pytest.fixture
 def outsider_api(make_user, client):
     return Caller(client, make_user("oscar", groups=False)[1])
+
+
+# -- an agent's task with a write in flight ---------------------------------------------------
+
+
+@pytest.fixture
+def agent_row(agent):
+    """The Agent row of the shared `agent` fixture (agent-a, namespace ns-a)."""
+    return agent[1]
+
+
+@pytest.fixture
+def profile(db):
+    """The default profile (a migration creates it) with a short lease."""
+    return LimitProfile.objects.update_or_create(
+        name="default", defaults={"lease_seconds": 60, "deadline_seconds": 600}
+    )[0]
+
+
+@pytest.fixture
+def make_task(agent_row, profile):
+    def make(goal: str = "Send the March invoices", **options) -> Task:
+        return task_create(agent=agent_row, goal=goal, **options)
+
+    return make
+
+
+@pytest.fixture
+def start_write(agent_row):
+    """Ask for a write and get EXECUTE: the ledger row is IN_FLIGHT with a lease."""
+
+    def start(task: Task, key: str = "invoice-42", tool: str = "send_invoice") -> Operation:
+        _task, call, outcome = runner.tool_call_request(
+            task_id=task.pk, agent=agent_row, tool=tool, args={"invoice": key},
+            effect=terms.WRITE, operation_key=key,
+        )  # fmt: skip
+        assert outcome.decision == terms.EXECUTE
+        return Operation.objects.get(pk=call.operation_id)
+
+    return start
+
+
+@pytest.fixture
+def past_lease():
+    """A moment after every lease of the `profile` fixture ran out."""
+    return timezone.now() + timedelta(seconds=61)
+
+
+@pytest.fixture
+def reconciler_policy(db):
+    def register(url: str, tool: str = "send_invoice") -> ToolPolicy:
+        return ToolPolicy.objects.update_or_create(tool=tool, defaults={"reconcile_url": url})[0]
+
+    return register
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.models import Operation, Reconciliation
-
-from .helpers import (
+from tests.api.helpers import (
     NOTICE_KEY,
     assert_stopped,
     evidence,

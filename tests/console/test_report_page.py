@@ -28,11 +28,11 @@ def operator(make_user, client):
 
 
 @pytest.fixture
-def rollups(agent_row, make_agent):
+def rollups(agent, make_agent):
     other, _ = make_agent("agent-b", namespace="ns-b")
     today = timezone.now().date()
     DailyRollup.objects.create(
-        day=today, agent=agent_row, profile="default", model_calls=12, tool_executions=7,
+        day=today, agent=agent, profile="default", model_calls=12, tool_executions=7,
         tokens=3400, cost=Decimal("1.25"), trips={"GUARD_LOOP_DETECTED": 2, "GUARD_LEDGER": 1},
     )  # fmt: skip
     DailyRollup.objects.create(
@@ -40,7 +40,7 @@ def rollups(agent_row, make_agent):
         tool_executions=1, tokens=900, cost=Decimal("0.40"), trips={"GUARD_TIME_LIMIT": 1},
     )  # fmt: skip
     DailyRollup.objects.create(  # outside the 30 days
-        day=today - timedelta(days=45), agent=agent_row, profile="default", model_calls=99,
+        day=today - timedelta(days=45), agent=agent, profile="default", model_calls=99,
         cost=Decimal("9"), trips={"GUARD_LEDGER": 9},
     )  # fmt: skip
 
@@ -142,12 +142,12 @@ def completed(profile, n, **usage):
 
 
 @pytest.fixture
-def loose(agent_row):
+def loose(agent):
     profile = LimitProfile.objects.create(
         name="lean", max_model_calls=100, max_tool_executions=10, max_cost=Decimal("5"),
         max_tokens=200_000, deadline_seconds=900,
     )  # fmt: skip
-    profile._agent = agent_row
+    profile._agent = agent
     completed(
         profile,
         20,
@@ -172,9 +172,9 @@ def test_limits_far_above_the_p95_of_completed_tasks_are_flagged(loose):
     assert "max_tool_executions" not in found  # 10 is not far above 4
 
 
-def test_few_completed_tasks_are_not_enough_to_suggest(agent_row):
+def test_few_completed_tasks_are_not_enough_to_suggest(agent):
     profile = LimitProfile.objects.create(name="rare", max_model_calls=100)
-    profile._agent = agent_row
+    profile._agent = agent
     completed(profile, 4, model_calls=lambda i: 1)
 
     assert limit_suggestions(days=30) == []

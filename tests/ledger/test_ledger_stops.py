@@ -9,8 +9,7 @@ import pytest
 from django.utils import timezone
 
 from ledger.models import Operation
-
-from .helpers import (
+from tests.api.helpers import (
     NOTICE,
     NOTICE_KEY,
     assert_stop_is_sticky,

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ledger.models import Operation
+from tests.api.helpers import NOTICE, NOTICE_KEY, evidence, execute, get_task, new_task, send_notice
 from tests.conftest import Caller
-
-from .helpers import NOTICE, NOTICE_KEY, evidence, execute, get_task, new_task, send_notice
 
 pytestmark = pytest.mark.django_db
 
