@@ -16,14 +16,19 @@ from django.conf import settings
 
 from agents import storable
 from agents.guard import terms
+from agents.guard.limits import CHOICES
 from agents.models import Agent
 from agents.services.configuration import PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
 
 TEXT_REASON = forms.Textarea(attrs={"rows": 2, "placeholder": "What you saw, what you decided"})
+# The values are the guard core's (`limits.CHOICES`); only their words are the console's.
+CHOICE_WORDS = {
+    "block": "block (nudge once, then stop)", "stop": "stop",
+    "evidence": "evidence only", "novelty": "novelty (new data counts)",
+}  # fmt: skip
 CHOICE_FIELDS = {
-    "repeat_action": [("block", "block (nudge once, then stop)"), ("stop", "stop")],
-    "progress_mode": [("evidence", "evidence only"), ("novelty", "novelty (new data counts)")],
+    name: [(value, CHOICE_WORDS[value]) for value in values] for name, values in CHOICES.items()
 }
 
 

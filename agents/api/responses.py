@@ -13,6 +13,7 @@ from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import serializers as s
 
 from agents.guard import terms
+from agents.guard.limits import CHOICES
 
 NULLABLE = {"allow_null": True}
 
@@ -123,7 +124,7 @@ class Limits(s.Serializer):
     max_tool_requests = s.IntegerField()
     max_tool_executions = s.IntegerField()
     max_same_call = s.IntegerField()
-    repeat_action = _choice(["block", "stop"])
+    repeat_action = _choice(list(CHOICES["repeat_action"]))
     max_cycle_period = s.IntegerField()
     max_stagnant = s.IntegerField()
     max_retries = s.IntegerField()
@@ -131,7 +132,7 @@ class Limits(s.Serializer):
     deadline_seconds = s.IntegerField()
     max_tokens = s.IntegerField()
     max_cost = s.CharField(help_text="A decimal string.")
-    progress_mode = _choice(["evidence", "novelty"])
+    progress_mode = _choice(list(CHOICES["progress_mode"]))
     near_duplicate_threshold = s.FloatField(**NULLABLE)
     lease_seconds = s.IntegerField()
 

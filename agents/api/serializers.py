@@ -22,7 +22,7 @@ from agents.api.fields import (
 )
 from agents.errors import BadInput
 from agents.guard import terms
-from agents.guard.limits import INT_FIELDS, PROFILE_INT_FIELDS
+from agents.guard.limits import CHOICES, INT_FIELDS, PROFILE_INT_FIELDS
 from agents.models import Agent, LimitProfile
 from agents.services import configuration
 
@@ -91,10 +91,8 @@ def _limit_field(name: str) -> serializers.Field:
         return StrictInt(required=False, min_value=ints[name], help_text=help_text, **kwargs)
     if name == "max_cost":
         return Money(required=False, help_text=help_text)
-    if name == "repeat_action":
-        return serializers.ChoiceField(["block", "stop"], required=False, help_text=help_text)
-    if name == "progress_mode":
-        return serializers.ChoiceField(["evidence", "novelty"], required=False, help_text=help_text)
+    if name in CHOICES:
+        return serializers.ChoiceField(list(CHOICES[name]), required=False, help_text=help_text)
     return StrictNumber(
         required=False, allow_null=True, min_value=0, max_value=1, help_text=help_text
     )
