@@ -12,6 +12,7 @@ from functools import wraps
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -93,8 +94,6 @@ def done(
     if request.htmx:
         response = render(request, partial, context)
         return trigger_client_event(response, "lw:toast", {"message": message})
-    from django.contrib import messages
-
     messages.success(request, message)
     return redirect_see_other(then)
 

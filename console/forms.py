@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django import forms
@@ -209,8 +210,6 @@ def _limit_field(name: str, *, required: bool = True) -> forms.Field:
 
 def money_text(value: Any) -> str:
     """5.000000 -> "5.00", 0.125000 -> "0.125": what a person would type."""
-    from decimal import Decimal
-
     text = format(Decimal(str(value)).normalize(), "f")
     whole, _, fraction = text.partition(".")
     return f"{whole}.{fraction.ljust(2, '0')}"
@@ -274,8 +273,6 @@ class TaskLimitsForm(forms.Form):
 
 def _differs(name: str, value: Any, current: Any) -> bool:
     if name == "max_cost":
-        from decimal import Decimal, InvalidOperation
-
         try:
             return Decimal(str(value)) != Decimal(str(current))
         except InvalidOperation:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -158,8 +159,6 @@ def _card_answer(request, name: str, card: dict, *, message: str = "", status: i
             trigger_client_event(response, "lw:toast", {"message": message})
         return response
     if status == 200 and message and "raw_token" not in card:
-        from django.contrib import messages
-
         messages.success(request, message)
         return access.redirect_see_other(f"{reverse('agents')}#agent-{name}")
     return _agents_page(request, status=status, name=name, card=card)
