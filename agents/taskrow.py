@@ -6,7 +6,8 @@ and `ledger.services` build on it.
 
 Lock order, everywhere a transaction takes more than one row lock:
 
-    1. the task row (`lock_task`),
+    1. the task row (`lock_task`; `lock_task_and_call` locks a tool call of the task with it,
+       task first: PostgreSQL locks a statement's rows in the order of its `FOR ... OF` list),
     2. then the ledger's operation row (`ledger.services.operation_lock`, or a
        `select_for_update` of the operation),
     3. then the agent's day row (`agents.services.common.move_day_money`).
@@ -69,9 +70,42 @@ def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
         task = query.get(pk=task_id)
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
-    # What the row held when locked, so saving it writes only the columns that changed.
-    task._as_locked = {name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
+    _remember_locked(task)
     return task
+
+
+def lock_task_and_call(
+    task_id: uuid.UUID | str, tool_call_id: int, *, agent: Agent
+) -> tuple[Task, ToolCall]:
+    """`lock_task`, and the tool call `tool_call_id` of that task locked with it: one statement
+    (`OF task, call`, in that order, so the task row is locked first, as everywhere).
+
+    The call row is locked, not only joined: a row only joined is read as of the statement's
+    start, so a duplicate result report that waited for the task lock would read the call as
+    it was before the first report committed. A locked row is read again once its lock is
+    granted. Everything that writes a call row holds its task's lock, so this lock never waits
+    on its own. A call that is not in the task: NotFound, TASK_NOT_FOUND first.
+    """
+    query = (
+        ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
+        .select_related("task", "task__agent")
+        .annotate(catalog_version=catalog_version_subquery())
+        .filter(task__agent=agent)
+    )
+    try:
+        call = query.get(pk=tool_call_id, task_id=task_id)
+    except (ToolCall.DoesNotExist, ValueError, ValidationError):
+        lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
+        raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
+    task = call.task
+    task.catalog_version = call.catalog_version  # type: ignore[attr-defined]
+    _remember_locked(task)
+    return task, call
+
+
+def _remember_locked(task: Task) -> None:
+    """What the row held when locked, so saving it writes only the columns that changed."""
+    task._as_locked = {name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
 
 
 _SAVED_FIELDS = tuple(

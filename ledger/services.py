@@ -22,7 +22,7 @@ from agents.guard import types as g
 from agents.models import Agent, Event, Task, ToolCall
 from agents.taskrow import apply_state, lock_task, release_execution, to_state
 from ledger.models import Operation, Reconciliation
-from ledger.selectors import is_unresolved, lease_over, waits_for_verdict
+from ledger.selectors import UNRESOLVED_STATES, is_unresolved, lease_over, waits_for_verdict
 
 VERDICTS = (g.OP_COMMITTED, g.NOT_COMMITTED, g.UNKNOWN)
 
@@ -118,12 +118,26 @@ def operation_settle(task: Task, call: ToolCall, outcome: g.Outcome, now: dateti
     Only the claiming call settles, and only an open claim (IN_FLIGHT or UNKNOWN); a late
     result is kept as an event, unless it is the claimer's and proves the commit (a reconciled
     row is then corrected to COMMITTED).
+
+    The usual case is one conditional UPDATE: it locks the row and checks the rule on the row
+    as it is once the lock is granted. When it changes nothing, the row is locked and read,
+    and the rule decides again (a late result, or a row that changed in between).
     """
     # The caller settles only a write with a claim, on an outcome that names its state.
     assert call.operation_id is not None and outcome.operation_state is not None
+    proves_commit = outcome.operation_state == g.OP_COMMITTED
+    changes: dict[str, Any] = {
+        "state": outcome.operation_state, "lease_expires_at": None, "updated_at": now
+    }  # fmt: skip
+    if proves_commit:
+        changes.update(result=outcome.operation_result, committed_at=now)
+    ours_and_open = Operation.objects.filter(pk=call.operation_id, tool_call_id=call.pk)
+    if not proves_commit:
+        ours_and_open = ours_and_open.filter(state__in=UNRESOLVED_STATES)
+    if ours_and_open.update(**changes):
+        return
     operation = Operation.objects.select_for_update().get(pk=call.operation_id)
     ours = operation.tool_call_id == call.pk
-    proves_commit = outcome.operation_state == g.OP_COMMITTED
     if (not ours or not is_unresolved(operation)) and not (ours and proves_commit):
         Event.objects.create(
             task=task, agent_id=task.agent_id, operation=operation, kind="late_result",

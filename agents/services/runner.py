@@ -29,7 +29,14 @@ from agents.services.common import (
     move_day_money,
     next_seq,
 )
-from agents.taskrow import apply_state, lock_task, release_execution, save_task, to_state
+from agents.taskrow import (
+    apply_state,
+    lock_task,
+    lock_task_and_call,
+    release_execution,
+    save_task,
+    to_state,
+)
 from ledger import services as ledger
 
 # How much of a plan or reflection the task row keeps for the repeated-output similarity rule.
@@ -332,11 +339,7 @@ def tool_call_result(
     """
     now = timezone.now()
     with transaction.atomic():
-        task = lock_task(task_id, agent=agent)
-        try:
-            call = ToolCall.objects.get(task=task, pk=tool_call_id)
-        except ToolCall.DoesNotExist:
-            raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
+        task, call = lock_task_and_call(task_id, tool_call_id, agent=agent)
         if call.decision != g.EXECUTE:
             raise Conflict(
                 f"This tool call was answered {call.decision}; nothing ran, so there is no "
