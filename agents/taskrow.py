@@ -8,8 +8,8 @@ Lock order, everywhere a transaction takes more than one row lock:
 
     1. the task row (`lock_task`; `lock_task_and_call` locks a tool call of the task with it,
        task first: PostgreSQL locks a statement's rows in the order of its `FOR ... OF` list),
-    2. then the ledger's operation row (`ledger.services.operation_lock`, or a
-       `select_for_update` of the operation),
+    2. then the ledger's operation row (`ledger.services.operation_lock`, a
+       `select_for_update` of the operation, or an UPDATE of it: a claim or a settle),
     3. then the agent's day row (`agents.services.common.move_day_money`).
 
 Never an operation before its task: an event or trace row that references the task waits for
@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import uuid
 from datetime import datetime
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import Subquery
@@ -45,7 +46,9 @@ def catalog_version_subquery() -> Subquery:
     return Subquery(CatalogVersion.objects.filter(pk=1).values("number")[:1])
 
 
-def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
+def lock_task(
+    task_id: uuid.UUID | str, *, agent: Agent | None = None, probes: dict[str, Any] | None = None
+) -> Task:
     """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
 
     Every decision on a task runs under this lock, so gates, results, stops and resumes of one
@@ -57,12 +60,13 @@ def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
     One statement: the same SELECT reads the agent's flags (paused, daily cap; the agent row
     is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
     flags are as of the statement's start, like any read that races an operator's pause: a
-    request that starts after the pause committed sees it.
+    request that starts after the pause committed sees it. `probes` are more such reads
+    (annotations, as of the statement's start too), e.g. `ledger.services.operation_probe`.
     """
     query = (
         Task.objects.select_for_update(no_key=True, of=("self",))
         .select_related("agent")
-        .annotate(catalog_version=catalog_version_subquery())
+        .annotate(catalog_version=catalog_version_subquery(), **(probes or {}))
     )
     if agent is not None:
         query = query.filter(agent=agent)

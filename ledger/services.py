@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Subquery
 from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
@@ -37,6 +38,60 @@ def operation_lock(namespace: str, operation_key: str) -> Operation | None:
     )
 
 
+def operation_probe(namespace: str, operation_key: str) -> Subquery:
+    """The key's row id, read (not locked) by the task lock's statement: an annotation for
+    `agents.taskrow.lock_task`, so a tool request knows which claim to try first."""
+    return Subquery(
+        Operation.objects.filter(namespace=namespace, operation_key=operation_key).values("pk")[:1]
+    )
+
+
+def operation_assumed(probe: int | None, fingerprint: str) -> g.OperationView | None:
+    """The view a claim assumes before any ledger lock: no row (the probe found none), or a
+    row NOT_COMMITTED under this very fingerprint, the one state a row is claimed again from.
+    `operation_claim_assumed` then makes the assumption true or says it was not."""
+    if probe is None:
+        return None
+    return g.OperationView(
+        state=g.NOT_COMMITTED, fingerprint=fingerprint, lease_live=False, result=None
+    )
+
+
+def operation_claim_assumed(
+    probe: int | None,
+    *,
+    agent: Agent,
+    task: Task,
+    request: g.ToolRequest,
+    fingerprint: str,
+    lease: datetime,
+    now: datetime,
+    claim_seq: int,
+) -> int | None:
+    """Claim the key for the call `claim_seq` of `task` as `operation_assumed` assumed, in one
+    statement; the row's id, or None when the row is not as assumed (the caller then locks it
+    and decides again).
+
+    A new key is inserted: a key inserted meanwhile by another transaction fails the unique
+    constraint (IntegrityError: the runner decides again, as for `operation_claim`). A known
+    key is claimed by an UPDATE that matches only a NOT_COMMITTED row with this fingerprint:
+    the UPDATE locks the row and checks the condition on the row as it is once locked, so it
+    claims exactly when a decision under the row lock would have.
+    """
+    if probe is None:
+        return operation_claim(
+            None, agent=agent, task=task, request=request, fingerprint=fingerprint,
+            lease=lease, now=now, claim_seq=claim_seq,
+        ).pk  # fmt: skip
+    claimed = Operation.objects.filter(
+        pk=probe, state=g.NOT_COMMITTED, fingerprint=fingerprint
+    ).update(
+        state=g.IN_FLIGHT, task=task, claim_seq=claim_seq, lease_expires_at=lease,
+        claimed_at=now, attempts=F("attempts") + 1, reconcile_checks=0, updated_at=now,
+    )  # fmt: skip
+    return probe if claimed else None
+
+
 def operation_view(operation: Operation, now: datetime) -> g.OperationView:
     """The guard core's view of a locked row."""
     return g.OperationView(
@@ -56,10 +111,12 @@ def operation_claim(
     fingerprint: str,
     lease: datetime,
     now: datetime,
+    claim_seq: int,
 ) -> Operation:
-    """Mark the key IN_FLIGHT for a call of `task` (insert on first use, else update the
-    locked row). Two transactions inserting one new key at once: the unique constraint lets one
-    win, the other gets an IntegrityError (the runner decides again)."""
+    """Mark the key IN_FLIGHT for the call `claim_seq` of `task` (insert on first use, else
+    update the locked row). The call row is inserted after this: the claim names it by its
+    place in the task's trace. Two transactions inserting one new key at once: the unique
+    constraint lets one win, the other gets an IntegrityError (the runner decides again)."""
     assert request.operation_key is not None  # the guard claims only a write with a key
     if operation is None:
         return Operation.objects.create(
@@ -70,11 +127,13 @@ def operation_claim(
             args=request.args,
             state=g.IN_FLIGHT,
             task=task,
+            claim_seq=claim_seq,
             lease_expires_at=lease,
             claimed_at=now,
         )
     operation.state = g.IN_FLIGHT
     operation.task = task
+    operation.claim_seq = claim_seq
     operation.lease_expires_at = lease
     operation.claimed_at = now
     operation.attempts += 1
@@ -83,9 +142,9 @@ def operation_claim(
     return operation
 
 
-def operation_claimed_by(operation: Operation, call: ToolCall) -> None:
-    """Point the claim at its call, once the call row exists: only its result settles it."""
-    Operation.objects.filter(pk=operation.pk).update(tool_call=call)
+def claimed_by(operation: Operation, call: ToolCall) -> bool:
+    """Whether `call` is the operation's claiming call (no statement)."""
+    return (operation.task_id, operation.claim_seq) == (call.task_id, call.seq)
 
 
 def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str) -> bool:
@@ -131,13 +190,15 @@ def operation_settle(task: Task, call: ToolCall, outcome: g.Outcome, now: dateti
     }  # fmt: skip
     if proves_commit:
         changes.update(result=outcome.operation_result, committed_at=now)
-    ours_and_open = Operation.objects.filter(pk=call.operation_id, tool_call_id=call.pk)
+    ours_and_open = Operation.objects.filter(
+        pk=call.operation_id, task_id=call.task_id, claim_seq=call.seq
+    )
     if not proves_commit:
         ours_and_open = ours_and_open.filter(state__in=UNRESOLVED_STATES)
     if ours_and_open.update(**changes):
         return
     operation = Operation.objects.select_for_update().get(pk=call.operation_id)
-    ours = operation.tool_call_id == call.pk
+    ours = claimed_by(operation, call)
     if (not ours or not is_unresolved(operation)) and not (ours and proves_commit):
         Event.objects.create(
             task=task, agent_id=task.agent_id, operation=operation, kind="late_result",

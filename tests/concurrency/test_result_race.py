@@ -47,7 +47,7 @@ def test_racing_result_reports_for_one_call_record_exactly_one(make_agent, api_f
         refused = [a for status, a in answers if status == 409]
         assert {a["error"]["code"] for a in refused} == {"RESULT_ALREADY_REPORTED"}, refused
         operation = Operation.objects.get(namespace="ns-report", operation_key=key)
-        assert (operation.state, operation.tool_call_id) == (g.OP_COMMITTED, asked["tool_call"])
+        assert (operation.state, operation.tool_call.pk) == (g.OP_COMMITTED, asked["tool_call"])
 
     task = Task.objects.get(pk=task_id)
     assert (task.state, task.tool_executions, task.revision, task.pending) == (
