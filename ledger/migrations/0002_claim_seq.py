@@ -28,16 +28,22 @@ class Migration(migrations.Migration):
         ),
         migrations.RunPython(claim_seq_from_tool_call, migrations.RunPython.noop),
         migrations.RemoveField(model_name="operation", name="tool_call"),
-        migrations.AddField(
-            model_name="operation",
-            name="tool_call",
-            field=models.ForeignObject(
-                from_fields=("task", "claim_seq"),
-                null=True,
-                on_delete=django.db.models.deletion.DO_NOTHING,
-                related_name="+",
-                to="agents.toolcall",
-                to_fields=("task", "seq"),
-            ),
+        # No column: a ForeignObject lives in the model state only (and the schema editor
+        # cannot remove one on SQLite, so it never sees it).
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AddField(
+                    model_name="operation",
+                    name="tool_call",
+                    field=models.ForeignObject(
+                        from_fields=("task", "claim_seq"),
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="+",
+                        to="agents.toolcall",
+                        to_fields=("task", "seq"),
+                    ),
+                ),
+            ]
         ),
     ]
