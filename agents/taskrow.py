@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import copy
 import uuid
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -109,7 +110,23 @@ def lock_task_and_call(
 
 def _remember_locked(task: Task) -> None:
     """What the row held when locked, so saving it writes only the columns that changed."""
-    task._as_locked = {name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
+    task._as_locked = {name: _copied(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
+
+
+def _copied(value: Any) -> Any:
+    """A copy that a change made in place cannot reach: the row's values are JSON (dicts,
+    lists, scalars) or immutable (str, numbers, Decimal, datetime, UUID). Several times faster
+    than `copy.deepcopy`, which a decision paid on every column of the row."""
+    if type(value) is list:
+        return [_copied(item) for item in value]
+    if type(value) is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if type(value) in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
+
+
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), Decimal, datetime, date, uuid.UUID})
 
 
 _SAVED_FIELDS = tuple(
@@ -128,7 +145,7 @@ def save_task(task: Task) -> None:
     if changed:
         task.save(update_fields=[*changed, "updated_at"])
         task._as_locked.update(  # type: ignore[attr-defined]
-            {name: copy.deepcopy(getattr(task, name)) for name in changed}
+            {name: _copied(getattr(task, name)) for name in changed}
         )
 
 
