@@ -6,9 +6,10 @@ and `ledger.services` build on it.
 
 Lock order, everywhere a transaction takes more than one row lock:
 
-    1. the task row (`lock_task`),
-    2. then the ledger's operation row (`ledger.services.operation_lock`, or a
-       `select_for_update` of the operation),
+    1. the task row (`lock_task`; `lock_task_and_call` locks a tool call of the task with it,
+       task first: PostgreSQL locks a statement's rows in the order of its `FOR ... OF` list),
+    2. then the ledger's operation row (`ledger.services.operation_lock`, a
+       `select_for_update` of the operation, or an UPDATE of it: a claim or a settle),
     3. then the agent's day row (`agents.services.common.move_day_money`).
 
 Never an operation before its task: an event or trace row that references the task waits for
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import copy
 import uuid
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import Subquery
@@ -43,7 +46,9 @@ def catalog_version_subquery() -> Subquery:
     return Subquery(CatalogVersion.objects.filter(pk=1).values("number")[:1])
 
 
-def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
+def lock_task(
+    task_id: uuid.UUID | str, *, agent: Agent | None = None, probes: dict[str, Any] | None = None
+) -> Task:
     """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
 
     Every decision on a task runs under this lock, so gates, results, stops and resumes of one
@@ -55,12 +60,13 @@ def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
     One statement: the same SELECT reads the agent's flags (paused, daily cap; the agent row
     is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
     flags are as of the statement's start, like any read that races an operator's pause: a
-    request that starts after the pause committed sees it.
+    request that starts after the pause committed sees it. `probes` are more such reads
+    (annotations, as of the statement's start too), e.g. `ledger.services.operation_probe`.
     """
     query = (
         Task.objects.select_for_update(no_key=True, of=("self",))
         .select_related("agent")
-        .annotate(catalog_version=catalog_version_subquery())
+        .annotate(catalog_version=catalog_version_subquery(), **(probes or {}))
     )
     if agent is not None:
         query = query.filter(agent=agent)
@@ -68,9 +74,58 @@ def lock_task(task_id: uuid.UUID | str, *, agent: Agent | None = None) -> Task:
         task = query.get(pk=task_id)
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
-    # What the row held when locked, so saving it writes only the columns that changed.
-    task._as_locked = {name: copy.deepcopy(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
+    _remember_locked(task)
     return task
+
+
+def lock_task_and_call(
+    task_id: uuid.UUID | str, tool_call_id: int, *, agent: Agent
+) -> tuple[Task, ToolCall]:
+    """`lock_task`, and the tool call `tool_call_id` of that task locked with it: one statement
+    (`OF task, call`, in that order, so the task row is locked first, as everywhere).
+
+    The call row is locked, not only joined: a row only joined is read as of the statement's
+    start, so a duplicate result report that waited for the task lock would read the call as
+    it was before the first report committed. A locked row is read again once its lock is
+    granted. Everything that writes a call row holds its task's lock, so this lock never waits
+    on its own. A call that is not in the task: NotFound, TASK_NOT_FOUND first.
+    """
+    query = (
+        ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
+        .select_related("task", "task__agent")
+        .annotate(catalog_version=catalog_version_subquery())
+        .filter(task__agent=agent)
+    )
+    try:
+        call = query.get(pk=tool_call_id, task_id=task_id)
+    except (ToolCall.DoesNotExist, ValueError, ValidationError):
+        lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
+        raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
+    task = call.task
+    task.catalog_version = call.catalog_version  # type: ignore[attr-defined]
+    _remember_locked(task)
+    return task, call
+
+
+def _remember_locked(task: Task) -> None:
+    """What the row held when locked, so saving it writes only the columns that changed."""
+    task._as_locked = {name: _copied(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
+
+
+def _copied(value: Any) -> Any:
+    """A copy that a change made in place cannot reach: the row's values are JSON (dicts,
+    lists, scalars) or immutable (str, numbers, Decimal, datetime, UUID). Several times faster
+    than `copy.deepcopy`, which a decision paid on every column of the row."""
+    if type(value) is list:
+        return [_copied(item) for item in value]
+    if type(value) is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if type(value) in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
+
+
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), Decimal, datetime, date, uuid.UUID})
 
 
 _SAVED_FIELDS = tuple(
@@ -89,7 +144,7 @@ def save_task(task: Task) -> None:
     if changed:
         task.save(update_fields=[*changed, "updated_at"])
         task._as_locked.update(  # type: ignore[attr-defined]
-            {name: copy.deepcopy(getattr(task, name)) for name in changed}
+            {name: _copied(getattr(task, name)) for name in changed}
         )
 
 

@@ -26,9 +26,18 @@ class Operation(models.Model):
     task = models.ForeignKey(
         "agents.Task", on_delete=models.PROTECT, related_name="operations"
     )  # the task whose call claimed it last
-    tool_call = models.ForeignKey(
-        "agents.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )  # the claiming call: only its result may settle the claim
+    # The claiming call, the one whose result may settle the claim: the call `claim_seq` of
+    # `task`. Named by its place in the task's trace rather than by its id, so a claim is
+    # written in the statement that claims (the call row, inserted after it, is not yet there).
+    claim_seq = models.PositiveIntegerField(null=True, blank=True)
+    tool_call = models.ForeignObject(
+        "agents.ToolCall",
+        on_delete=models.DO_NOTHING,
+        from_fields=["task", "claim_seq"],
+        to_fields=["task", "seq"],
+        null=True,
+        related_name="+",
+    )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     claimed_at = models.DateTimeField()

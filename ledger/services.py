@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Subquery
 from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
@@ -22,7 +23,7 @@ from agents.guard import terms
 from agents.models import Agent, Event, Task, ToolCall
 from agents.taskrow import apply_state, lock_task, release_execution, to_state
 from ledger.models import Operation, Reconciliation
-from ledger.selectors import is_unresolved, lease_over, waits_for_verdict
+from ledger.selectors import UNRESOLVED_STATES, is_unresolved, lease_over, waits_for_verdict
 
 VERDICTS = (terms.OP_COMMITTED, terms.NOT_COMMITTED, terms.UNKNOWN)
 
@@ -35,6 +36,60 @@ def operation_lock(namespace: str, operation_key: str) -> Operation | None:
         .filter(namespace=namespace, operation_key=operation_key)
         .first()
     )
+
+
+def operation_probe(namespace: str, operation_key: str) -> Subquery:
+    """The key's row id, read (not locked) by the task lock's statement: an annotation for
+    `agents.taskrow.lock_task`, so a tool request knows which claim to try first."""
+    return Subquery(
+        Operation.objects.filter(namespace=namespace, operation_key=operation_key).values("pk")[:1]
+    )
+
+
+def operation_assumed(probe: int | None, fingerprint: str) -> terms.OperationView | None:
+    """The view a claim assumes before any ledger lock: no row (the probe found none), or a
+    row NOT_COMMITTED under this very fingerprint, the one state a row is claimed again from.
+    `operation_claim_assumed` then makes the assumption true or says it was not."""
+    if probe is None:
+        return None
+    return terms.OperationView(
+        state=terms.NOT_COMMITTED, fingerprint=fingerprint, lease_live=False, result=None
+    )
+
+
+def operation_claim_assumed(
+    probe: int | None,
+    *,
+    agent: Agent,
+    task: Task,
+    request: terms.ToolRequest,
+    fingerprint: str,
+    lease: datetime,
+    now: datetime,
+    claim_seq: int,
+) -> int | None:
+    """Claim the key for the call `claim_seq` of `task` as `operation_assumed` assumed, in one
+    statement; the row's id, or None when the row is not as assumed (the caller then locks it
+    and decides again).
+
+    A new key is inserted: a key inserted meanwhile by another transaction fails the unique
+    constraint (IntegrityError: the runner decides again, as for `operation_claim`). A known
+    key is claimed by an UPDATE that matches only a NOT_COMMITTED row with this fingerprint:
+    the UPDATE locks the row and checks the condition on the row as it is once locked, so it
+    claims exactly when a decision under the row lock would have.
+    """
+    if probe is None:
+        return operation_claim(
+            None, agent=agent, task=task, request=request, fingerprint=fingerprint,
+            lease=lease, now=now, claim_seq=claim_seq,
+        ).pk  # fmt: skip
+    claimed = Operation.objects.filter(
+        pk=probe, state=terms.NOT_COMMITTED, fingerprint=fingerprint
+    ).update(
+        state=terms.IN_FLIGHT, task=task, claim_seq=claim_seq, lease_expires_at=lease,
+        claimed_at=now, attempts=F("attempts") + 1, reconcile_checks=0, updated_at=now,
+    )  # fmt: skip
+    return probe if claimed else None
 
 
 def operation_view(operation: Operation, now: datetime) -> terms.OperationView:
@@ -56,10 +111,12 @@ def operation_claim(
     fingerprint: str,
     lease: datetime,
     now: datetime,
+    claim_seq: int,
 ) -> Operation:
-    """Mark the key IN_FLIGHT for a call of `task` (insert on first use, else update the
-    locked row). Two transactions inserting one new key at once: the unique constraint lets one
-    win, the other gets an IntegrityError (the runner decides again)."""
+    """Mark the key IN_FLIGHT for the call `claim_seq` of `task` (insert on first use, else
+    update the locked row). The call row is inserted after this: the claim names it by its
+    place in the task's trace. Two transactions inserting one new key at once: the unique
+    constraint lets one win, the other gets an IntegrityError (the runner decides again)."""
     assert request.operation_key is not None  # the guard claims only a write with a key
     if operation is None:
         return Operation.objects.create(
@@ -70,11 +127,13 @@ def operation_claim(
             args=request.args,
             state=terms.IN_FLIGHT,
             task=task,
+            claim_seq=claim_seq,
             lease_expires_at=lease,
             claimed_at=now,
         )
     operation.state = terms.IN_FLIGHT
     operation.task = task
+    operation.claim_seq = claim_seq
     operation.lease_expires_at = lease
     operation.claimed_at = now
     operation.attempts += 1
@@ -83,9 +142,9 @@ def operation_claim(
     return operation
 
 
-def operation_claimed_by(operation: Operation, call: ToolCall) -> None:
-    """Point the claim at its call, once the call row exists: only its result settles it."""
-    Operation.objects.filter(pk=operation.pk).update(tool_call=call)
+def claimed_by(operation: Operation, call: ToolCall) -> bool:
+    """Whether `call` is the operation's claiming call (no statement)."""
+    return (operation.task_id, operation.claim_seq) == (call.task_id, call.seq)
 
 
 def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str) -> bool:
@@ -118,12 +177,28 @@ def operation_settle(task: Task, call: ToolCall, outcome: terms.Outcome, now: da
     Only the claiming call settles, and only an open claim (IN_FLIGHT or UNKNOWN); a late
     result is kept as an event, unless it is the claimer's and proves the commit (a reconciled
     row is then corrected to COMMITTED).
+
+    The usual case is one conditional UPDATE: it locks the row and checks the rule on the row
+    as it is once the lock is granted. When it changes nothing, the row is locked and read,
+    and the rule decides again (a late result, or a row that changed in between).
     """
     # The caller settles only a write with a claim, on an outcome that names its state.
     assert call.operation_id is not None and outcome.operation_state is not None
-    operation = Operation.objects.select_for_update().get(pk=call.operation_id)
-    ours = operation.tool_call_id == call.pk
     proves_commit = outcome.operation_state == terms.OP_COMMITTED
+    changes: dict[str, Any] = {
+        "state": outcome.operation_state, "lease_expires_at": None, "updated_at": now
+    }  # fmt: skip
+    if proves_commit:
+        changes.update(result=outcome.operation_result, committed_at=now)
+    ours_and_open = Operation.objects.filter(
+        pk=call.operation_id, task_id=call.task_id, claim_seq=call.seq
+    )
+    if not proves_commit:
+        ours_and_open = ours_and_open.filter(state__in=UNRESOLVED_STATES)
+    if ours_and_open.update(**changes):
+        return
+    operation = Operation.objects.select_for_update().get(pk=call.operation_id)
+    ours = claimed_by(operation, call)
     if (not ours or not is_unresolved(operation)) and not (ours and proves_commit):
         Event.objects.create(
             task=task, agent_id=task.agent_id, operation=operation, kind="late_result",

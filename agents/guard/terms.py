@@ -10,7 +10,7 @@ signatures), so a decision costs the same at call 10 and at call 5,000.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
 from functools import cached_property
@@ -129,19 +129,23 @@ class Limits:
 
     @classmethod
     def names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+        return list(_LIMIT_NAMES)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Limits:
-        known = {k: v for k, v in raw.items() if k in cls.names()}
+        known = {k: v for k, v in raw.items() if k in _LIMIT_NAMES}
         limits = cls(**known)
         limits.max_cost = Decimal(str(limits.max_cost))
         return limits
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        # Every field is a scalar: no `asdict` (it copies recursively), read on every decision.
+        out = {name: getattr(self, name) for name in _LIMIT_NAMES}
         out["max_cost"] = str(self.max_cost)
         return out
+
+
+_LIMIT_NAMES = tuple(f.name for f in fields(Limits))
 
 
 # -- the task as the core sees it ------------------------------------------------------------

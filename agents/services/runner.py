@@ -28,7 +28,14 @@ from agents.services.common import (
     move_day_money,
     next_seq,
 )
-from agents.taskrow import apply_state, lock_task, release_execution, save_task, to_state
+from agents.taskrow import (
+    apply_state,
+    lock_task,
+    lock_task_and_call,
+    release_execution,
+    save_task,
+    to_state,
+)
 from ledger import services as ledger
 
 # How much of a plan or reflection the task row keeps for the repeated-output similarity rule.
@@ -200,16 +207,18 @@ def tool_call_request(
     """Ask before a tool execution. Locks the task row, then the ledger row of the key.
 
     Keeps: two workers, in one task or in different tasks of a namespace, never both get
-    EXECUTE for one operation key. The ledger row is locked (or inserted) in the same
-    transaction that decides; when two transactions insert a new key at once, the unique
-    constraint lets one win and the other decides again and sees the claim.
+    EXECUTE for one operation key. The ledger row is claimed in the same transaction that
+    decides: inserted (a new key), or updated only while it is still the NOT_COMMITTED row the
+    decision assumed (`ledger.operation_claim_assumed`); any other case is decided under the
+    row's lock. When two transactions insert a new key at once, the unique constraint lets one
+    win and the other decides again, under the row lock, and sees the claim.
     """
-    for _attempt in range(3):
+    for attempt in range(3):
         try:
             return _tool_call_request_once(
                 task_id=task_id, agent=agent, tool=tool, args=args, effect=effect,
                 operation_key=operation_key, job_id=job_id, call_id=call_id,
-                model_call_id=model_call_id,
+                model_call_id=model_call_id, optimistic=attempt == 0,
             )  # fmt: skip
         except _KeyRace:
             continue
@@ -230,7 +239,7 @@ def _tool_request(tool, args, effect, operation_key, job_id, policy) -> terms.To
 
 
 def _tool_call_request_once(
-    *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id
+    *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id, optimistic
 ) -> tuple[Task, ToolCall, terms.Outcome]:
     now = timezone.now()
     # Before the lock, the policy as this process last loaded it: it decides whether embedding
@@ -245,7 +254,9 @@ def _tool_call_request_once(
     request.vectors = embeddings.vectors_for(task_id=task_id, agent=agent, request=request)
     try:
         with transaction.atomic():
-            task = lock_task(task_id, agent=agent)
+            keyed = effect == terms.WRITE and bool(operation_key)
+            probes = {"operation_probe": ledger.operation_probe(agent.namespace, operation_key)}
+            task = lock_task(task_id, agent=agent, probes=probes if keyed else None)
             current = catalog_of(task).policies.get(tool)
             if current is not policy:
                 # An admin changed the catalog since this process last loaded it: decide by
@@ -259,16 +270,37 @@ def _tool_call_request_once(
                 and not task.model_call_rows.filter(pk=model_call_id).exists()
             ):
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
+            keyed = keyed and not task.terminal
+            seq = next_seq(task)
             operation = None
-            if effect == terms.WRITE and operation_key and not task.terminal:
-                operation = ledger.operation_lock(agent.namespace, operation_key)
+            operation_id = None
             state = to_state(task)
-            view = None if operation is None else ledger.operation_view(operation, now)
-            outcome = core.request_tool(state, request, view, agent_view(task.agent), now)
+            outcome = None
+            if keyed and optimistic:
+                # The usual write: claim the key in one statement, deciding on the row the
+                # claim assumes (see ledger.operation_claim_assumed); when the row is not as
+                # assumed, or the decision is not a claim, decide again under its row lock.
+                probe = task.operation_probe  # type: ignore[attr-defined]
+                fingerprint = request.identity[0]
+                assumed = ledger.operation_assumed(probe, fingerprint)
+                outcome = core.request_tool(state, request, assumed, agent_view(task.agent), now)
+                if outcome.claim:
+                    operation_id = ledger.operation_claim_assumed(
+                        probe, agent=agent, task=task, request=request, fingerprint=fingerprint,
+                        lease=now + timedelta(seconds=state.limits.lease_seconds), now=now,
+                        claim_seq=seq,
+                    )  # fmt: skip
+                if operation_id is None:
+                    state, outcome = to_state(task), None
+            if outcome is None:
+                if keyed:
+                    operation = ledger.operation_lock(agent.namespace, operation_key)
+                view = None if operation is None else ledger.operation_view(operation, now)
+                outcome = core.request_tool(state, request, view, agent_view(task.agent), now)
             _, args_text = request.identity if outcome.fingerprint else ("", "")
             call = ToolCall(
                 task=task,
-                seq=next_seq(task),
+                seq=seq,
                 phase=task.phase,
                 model_call_id=model_call_id,
                 call_id=call_id or "",
@@ -292,14 +324,15 @@ def _tool_call_request_once(
             if outcome.claim:
                 lease = now + timedelta(seconds=state.limits.lease_seconds)
                 call.lease_expires_at = lease
-                operation = ledger.operation_claim(
-                    operation, agent=agent, task=task, request=request,
-                    fingerprint=outcome.fingerprint or "", lease=lease, now=now,
-                )  # fmt: skip
-                call.operation = operation
+                if operation_id is None:
+                    operation = ledger.operation_claim(
+                        operation, agent=agent, task=task, request=request,
+                        fingerprint=outcome.fingerprint or "", lease=lease, now=now,
+                        claim_seq=seq,
+                    )  # fmt: skip
+                    operation_id = operation.pk
+                call.operation_id = operation_id
             call.save()
-            if operation is not None and outcome.claim:
-                ledger.operation_claimed_by(operation, call)
             if outcome.trigger:
                 Event.objects.create(
                     task=task, agent=agent, kind="guard_trigger", phase=task.phase,
@@ -333,11 +366,7 @@ def tool_call_result(
     """
     now = timezone.now()
     with transaction.atomic():
-        task = lock_task(task_id, agent=agent)
-        try:
-            call = ToolCall.objects.get(task=task, pk=tool_call_id)
-        except ToolCall.DoesNotExist:
-            raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
+        task, call = lock_task_and_call(task_id, tool_call_id, agent=agent)
         if call.decision != terms.EXECUTE:
             raise Conflict(
                 f"This tool call was answered {call.decision}; nothing ran, so there is no "

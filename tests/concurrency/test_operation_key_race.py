@@ -52,7 +52,7 @@ def test_racing_requests_for_one_key_across_tasks_give_exactly_one_execute(make_
 
         operation = Operation.objects.get(namespace="ns-race", operation_key=key)
         assert operation.state == terms.IN_FLIGHT
-        assert operation.tool_call_id == executed
+        assert operation.tool_call.pk == executed
         calls = ToolCall.objects.filter(operation_key=key)
         assert calls.count() == REQUESTS
         assert calls.filter(decision=terms.EXECUTE).count() == 1
@@ -89,7 +89,7 @@ def test_racing_requests_for_a_not_committed_key_reclaim_it_exactly_once(make_ag
         executed = race_for_the_key(api, task_ids, body)
 
         operation = Operation.objects.get(namespace="ns-retry", operation_key=key)
-        assert (operation.state, operation.tool_call_id, operation.attempts) == (
+        assert (operation.state, operation.tool_call.pk, operation.attempts) == (
             terms.IN_FLIGHT,
             executed,
             2,

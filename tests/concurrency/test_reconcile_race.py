@@ -57,7 +57,7 @@ def test_a_reconciliation_racing_a_retry_of_its_write_never_deadlocks(
         task = Task.objects.get(pk=task_id)
         if retry[1]["decision"] == terms.EXECUTE:
             # Reconciled first: NOT_COMMITTED may run again, and the retry claimed it.
-            assert (operation.state, operation.tool_call_id) == (
+            assert (operation.state, operation.tool_call.pk) == (
                 terms.IN_FLIGHT,
                 retry[1]["tool_call"],
             )

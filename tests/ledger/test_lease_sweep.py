@@ -64,7 +64,7 @@ def test_a_result_that_arrived_first_wins(make_task, start_write, agent_row, pas
     task = make_task()
     operation = start_write(task)
     runner.tool_call_result(
-        task_id=task.pk, agent=agent_row, tool_call_id=operation.tool_call_id,
+        task_id=task.pk, agent=agent_row, tool_call_id=operation.tool_call.pk,
         result=terms.ToolResult(kind=terms.SUCCESS, data={"sent": True},
                             evidence={"revision": 1, "done": False, "committed": True}),
     )  # fmt: skip
@@ -187,7 +187,7 @@ def test_a_claimer_that_reported_is_not_stopped_by_an_unknown_row(
     task = make_task()
     operation = start_write(task)
     runner.tool_call_result(
-        task_id=task.pk, agent=agent_row, tool_call_id=operation.tool_call_id,
+        task_id=task.pk, agent=agent_row, tool_call_id=operation.tool_call.pk,
         result=terms.ToolResult(kind=terms.SUCCESS, data={"sent": False},
                             evidence={"revision": 1, "done": False, "committed": False}),
     )  # fmt: skip

@@ -126,7 +126,7 @@ class Command(BaseCommand):
         operation = Operation.objects.create(
             namespace="measure", operation_key="pay-42", tool="pay_invoice", fingerprint="f" * 64,
             args={"invoice": "INV-42", "card_number": "4111"}, state=terms.UNKNOWN, task=task,
-            tool_call=last, claimed_at=now,
+            claim_seq=last.seq, claimed_at=now,
         )  # fmt: skip
         ToolCall.objects.filter(pk=last.pk).update(operation=operation, effect=terms.WRITE)
         Event.objects.bulk_create([
