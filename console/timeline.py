@@ -12,7 +12,9 @@ Marks, as the guard saw them: the trace is replayed through the guard's own wind
   back with at least two distinct fingerprints (A B A B), completed by a request.
 - letters: each fingerprint that occurs more than once gets a letter and a colour, so
   "A A A" and "A B A B" read at a glance.
-- same plan: the model asked for the very same tool calls as in its previous turn.
+- same plan: the model asked for the very same tool calls as in its previous turn(s); the
+  chip shows the repeated-output streak as the guard counted it when the usage was reported
+  (agents.guard.model.note_plan), restarted by verified progress and by a status poll.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 from agents import storable
 from agents.guard import terms
 from agents.guard.lifecycle import release_pending
+from agents.guard.model import note_plan
+from agents.guard.transitions import restart_streak
 from agents.guard.window import cycle_period, is_poll, join_window, repetition, window_count
 from agents.models import ModelCall, Task, ToolCall
 from agents.redaction import DEFAULT, RedactionPolicy
@@ -91,7 +95,7 @@ class Marks:
     repeat: int = 0  # occurrences in the window so far, this one included; >= 2 is a repeat
     cycle: int = 0  # period of the cycle this call belongs to
     rule: str = ""  # the loop rule the guard's window trips at this request, if any
-    same_plan: int = 0  # consecutive identical plans so far, this one included
+    same_plan: int = 0  # the guard's repeated-output streak at this usage report; >= 2 shown
 
 
 @dataclass
@@ -145,27 +149,38 @@ class Timeline:
 # task was already stopped when it arrived: these kinds, with neither of these reasons.
 _JOINING_KINDS = (terms.SUCCESS, terms.RETRYABLE)
 _BEFORE_PROGRESS_STEP = ("invalid_evidence", "unknown_commit")
+# A status poll past the poll budget restarted the repeated-output streak: one that executed
+# or reused, or one a later request check stopped (these reasons). A fingerprinted STOP always
+# stopped the task itself: a request on a stopped task is answered before the fingerprint.
+_POLL_PASSED = (terms.EXECUTE, terms.REUSE)
+_AFTER_POLL_STEP = ("execution_budget", "no_progress")
 
 
 @dataclass
 class _Step:
     """One thing in the trace that moved the guard's window, in the order it happened."""
 
-    at: Any  # when: a request's created_at, a result's reported_at, a release's released_at
+    at: Any  # when: a request's created_at, a result's reported_at, a release's released_at,
+    # a model call's settled_at (its usage report)
     seq: int  # at the same instant, in call order: a request, then its release or result
     order: int
-    kind: str  # "result" | "release" | "request"
+    kind: str  # "result" | "release" | "request" | "usage"
     row: tuple[Any, ...]
 
 
 def _steps(task: Task) -> tuple[list[_Step], list[tuple[Any, Any]]]:
-    """The task's tool calls as requests, results and releases in time order (two narrow
-    reads), and its phases as (started_at, ended_at)."""
+    """The task's tool calls as requests, results and releases, and its model calls' usage
+    reports, in time order (three narrow reads), and its phases as (started_at, ended_at)."""
     rows = task.tool_call_rows.order_by("seq").values_list(
         "seq", "fingerprint", "tool", "job_id", "decision", "created_at", "reported_at",
-        "released_at", "result_kind", "result_reason", "revision_after", "novel_keys",
+        "released_at", "result_kind", "result_reason", "revision_after", "novel_keys", "reason",
     )  # fmt: skip
     steps: list[_Step] = []
+    settled = task.model_call_rows.filter(settled_at__isnull=False).values_list(
+        "seq", "signature", "settled_at"
+    )
+    for seq, signature, settled_at in settled:
+        steps.append(_Step(settled_at, seq, 2, "usage", (seq, signature)))
     for row in rows:
         seq, created_at, reported_at, released_at = row[0], row[5], row[6], row[7]
         steps.append(_Step(created_at, seq, 0, "request", row))
@@ -189,9 +204,11 @@ def _stopped_at(phases: list[tuple[Any, Any]], at: Any) -> bool:
     return stopped
 
 
-def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
+def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
     """Replay every tool call of the task (a few narrow columns each) through the guard's own
     window rules (agents.guard.window): what the gate counted at each request is the mark.
+    The model calls' usage reports are replayed in between, through the guard's own streak
+    (agents.guard.model.note_plan): the streak at each report is its "same plan" mark.
 
     The window is rebuilt as the gate kept it: an executed call is pending until its result,
     which joins the window (a poll's too) unless it stopped the task before the progress step
@@ -199,6 +216,10 @@ def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]
     new) clears it first; a reused write joins it at once; a BLOCKed or stopped request never
     does, and a status poll is never counted. Requests and results are ordered by their
     timestamps, exact for an agent that calls one tool at a time.
+
+    The streak restarts where the guard restarts it (agents.guard.transitions.restart_streak):
+    on a result that made progress, and on a status poll that got past the poll budget. A usage
+    report counts only on a running task; the streak outlives a resume, as in the guard.
     """
     steps, phases = _steps(task)
     limits = terms.Limits.from_dict(task.limits)
@@ -209,13 +230,20 @@ def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]
     marks: dict[int, Marks] = {}
     seen: dict[str, int] = {}
     for step in steps:
+        if step.kind == "usage":
+            if not _stopped_at(phases, step.at):
+                seq, signature = step.row
+                run = note_plan(state.signatures, signature)
+                if run > 1:
+                    marks.setdefault(seq, Marks()).same_plan = run
+            continue
         seq, fp, tool, job_id, decision = step.row[:5]
         if not fp:  # stopped before fingerprinting
             continue
         if step.kind == "release":
             release_pending(state, fp)
         elif step.kind == "result":
-            kind, reason, revision_after, novel_keys = step.row[8:]
+            kind, reason, revision_after, novel_keys = step.row[8:12]
             before, state.revision = state.revision, max(state.revision, revision_after or 0)
             if _stopped_at(phases, step.at):  # answered STOP, nothing moved (not even pending)
                 continue
@@ -224,10 +252,17 @@ def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]
             if kind not in _JOINING_KINDS or reason in _BEFORE_PROGRESS_STEP:
                 continue
             progress = novel_keys is not None or state.revision > before
+            if progress:
+                restart_streak(state)
             entry = terms.WindowEntry(fingerprint=fp, tool=tool)
             owner[id(entry)] = seq
             join_window(state, entry, progress=progress)
-        elif not is_poll(job_id):
+        elif is_poll(job_id):
+            if decision in _POLL_PASSED or (
+                decision == terms.STOP and step.row[12] in _AFTER_POLL_STEP
+            ):
+                restart_streak(state)
+        else:
             seen[fp] = seen.get(fp, 0) + 1
             mark = marks.setdefault(seq, Marks())
             mark.repeat = window_count(state, fp) + 1
@@ -255,20 +290,6 @@ def _tool_marks(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]
     return marks, tags
 
 
-def _plan_marks(task: Task) -> dict[int, int]:
-    """Consecutive identical non-empty plans (the guard's repeated_output signal)."""
-    out: dict[int, int] = {}
-    previous, run = "", 0
-    for seq, signature in task.model_call_rows.order_by("seq").values_list("seq", "signature"):
-        if not signature:
-            continue
-        run = run + 1 if signature == previous else 1
-        previous = signature
-        if run > 1:
-            out[seq] = run
-    return out
-
-
 def timeline(task: Task, page: int | None = None) -> Timeline:
     total = task.trace_seq
     pages = max(1, ceil(total / PAGE_SIZE))
@@ -277,8 +298,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
     # the oldest may be short.
     high = total - (pages - page) * PAGE_SIZE
     low = max(0, high - PAGE_SIZE)
-    tool_marks, tags = _tool_marks(task)
-    plan_marks = _plan_marks(task)
+    marks, tags = _replay(task)
     rows: list[Row] = []
     masks = Redactor()
     for call in ModelCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
@@ -287,10 +307,10 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
             for c in (call.tool_calls or [])
             if isinstance(c, dict)
         )
-        rows.append(Row(call.seq, "model", call, Marks(same_plan=plan_marks.get(call.seq, 0)),
+        rows.append(Row(call.seq, "model", call, marks.get(call.seq, Marks()),
                         asks=asks))  # fmt: skip
     for call in ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
-        rows.append(Row(call.seq, "tool", call, tool_marks.get(call.seq, Marks()),
+        rows.append(Row(call.seq, "tool", call, marks.get(call.seq, Marks()),
                         tags.get(call.fingerprint),
                         args_text(call.args, masks.policy(call.tool))))  # fmt: skip
     rows.sort(key=lambda row: row.seq)
@@ -299,7 +319,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
         page=page,
         pages=pages,
         total=total,
-        repeats=sum(1 for m in tool_marks.values() if m.repeat > 1),
-        cycles=sum(1 for m in tool_marks.values() if m.cycle),
+        repeats=sum(1 for m in marks.values() if m.repeat > 1),
+        cycles=sum(1 for m in marks.values() if m.cycle),
         letters=[t for t in tags.values() if t.letter],
     )

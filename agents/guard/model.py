@@ -107,15 +107,32 @@ def settle_usage(task: TaskState, usage: UsageReport, now: datetime) -> Outcome:
     task.tokens_used += max(0, int(usage.tokens))
     if task.terminal:
         return already_stopped(task)
-    task.signatures.append(usage.signature)
-    del task.signatures[:-REPEATED_OUTPUT_RUN]
-    last = task.signatures
-    if len(last) == REPEATED_OUTPUT_RUN and last[0] and all(sig == last[0] for sig in last):
+    if note_plan(task.signatures, usage.signature) == REPEATED_OUTPUT_RUN:
         return halt(task, PARTIAL, "repeated_output")
     threshold = task.limits.near_duplicate_threshold
     if threshold is not None and _similar_output(task, usage, threshold):
         return halt(task, PARTIAL, "repeated_output")
     return Outcome(decision=CONTINUE)
+
+
+def note_plan(signatures: list[str], signature: str) -> int:
+    """A settled plan joins the streak: `signature` is appended to `signatures` (the task's
+    last REPEATED_OUTPUT_RUN, newest last, trimmed here), and the answer is how many identical
+    non-empty signatures the streak now ends with (0 for a turn without a tool call).
+    REPEATED_OUTPUT_RUN of them is repeated output.
+
+    The rule itself: settle_usage counts with it, and the console's timeline replays a task's
+    usage reports through it (restarting the streak where the guard does, on verified progress
+    and on a status poll), so a "same plan" mark is the guard's count at that report.
+    """
+    signatures.append(signature)
+    del signatures[:-REPEATED_OUTPUT_RUN]
+    run = 0
+    for earlier in reversed(signatures):
+        if not signature or earlier != signature:
+            break
+        run += 1
+    return run
 
 
 def _similar_output(task: TaskState, usage: UsageReport, threshold: float) -> bool:

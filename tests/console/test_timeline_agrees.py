@@ -6,6 +6,11 @@ compared with the decision stored on that call: a call the guard answered BLOCK 
 same_call carries a repeat above the limit, a short_cycle stop carries a cycle, and a call the
 guard let through carries neither. BLOCKed calls, pending calls, polls, reused writes, novelty
 and evidence progress, a resume, and the labelled traces of agents.loop_eval are all covered.
+
+The "same plan" marks likewise: model calls are settled through the same services, and each
+model call's mark is compared with the guard's repeated-output streak right after its usage
+report (the task's stored signatures) and with the usage answer: STOP repeated_output exactly
+where the mark reaches the run, through verified progress, status polls, stops and resumes.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import pytest
 
 from agents import loop_eval
 from agents.guard import terms
+from agents.guard.model import REPEATED_OUTPUT_RUN
 from agents.models import LimitProfile, Task, ToolCall
 from agents.services import operator, runner, tasks
 from console.timeline import timeline
@@ -213,3 +219,167 @@ def test_the_labelled_traces(agent, trace):
         if outcome.decision == terms.STOP:
             break
     assert_marks_agree(task)
+
+
+# -- same plan ---------------------------------------------------------------------------------
+
+PLAN_A = [{"name": "search", "args": {"q": "price"}}]
+PLAN_B = [{"name": "search", "args": {"q": "stock"}}]
+
+
+def _guard_streak(task: Task) -> int:
+    """The repeated-output streak as the guard stored it: identical non-empty signatures the
+    task's list ends with."""
+    task.refresh_from_db()
+    run = 0
+    for signature in reversed(task.signatures):
+        if not signature or signature != task.signatures[-1]:
+            break
+        run += 1
+    return run
+
+
+def _gate(agent, task: Task):
+    _, call, outcome = runner.model_call_gate(task_id=task.pk, agent=agent, model="m")
+    assert outcome.decision == terms.ALLOW
+    return call
+
+
+def _usage(agent, task: Task, call, plan) -> tuple[int, terms.Outcome, int]:
+    """Report a gated call's usage: (its seq, the usage answer, the guard's streak after it;
+    0 when the task was stopped already, which the guard does not count)."""
+    _, outcome = runner.model_call_usage(
+        task_id=task.pk, agent=agent, model_call_id=call.pk, prompt_tokens=10,
+        completion_tokens=5, tool_calls=plan,
+    )  # fmt: skip
+    counted = outcome.decision != terms.STOP or outcome.stopped_now
+    return call.seq, outcome, _guard_streak(task) if counted else 0
+
+
+def _plan(agent, task: Task, plan) -> tuple[int, terms.Outcome, int]:
+    return _usage(agent, task, _gate(agent, task), plan)
+
+
+def assert_plans_agree(task: Task, answers: list[tuple[int, terms.Outcome, int]]) -> list[int]:
+    """Every model call's mark against the guard's streak and its usage answer; returns the
+    marks in order."""
+    task.refresh_from_db()
+    rows = {row.seq: row for row in timeline(task).rows if row.kind == "model"}
+    assert len(rows) == task.model_call_rows.count(), "the trace fits one page"
+    for seq, outcome, streak in answers:
+        mark = rows[seq].marks.same_plan
+        where = f"model call {seq} ({outcome.decision} {outcome.reason})"
+        assert mark == (streak if streak > 1 else 0), where
+        stopped_here = outcome.stopped_now and outcome.reason == "repeated_output"
+        assert stopped_here == (mark == REPEATED_OUTPUT_RUN), where
+    return [rows[seq].marks.same_plan for seq, _, _ in answers]
+
+
+def test_three_identical_plans_in_a_row(agent):
+    task = _task(agent)
+    answers = [_plan(agent, task, PLAN_A) for _ in range(3)]
+    assert [a[1].decision for a in answers] == [terms.CONTINUE, terms.CONTINUE, terms.STOP]
+    assert answers[-1][1].reason == "repeated_output"
+    assert assert_plans_agree(task, answers) == [0, 2, 3]
+
+
+def test_a_different_or_empty_plan_breaks_the_run(agent):
+    task = _task(agent)
+    plans = [PLAN_A, PLAN_A, PLAN_B, PLAN_A, PLAN_A, None, PLAN_A, PLAN_A]
+    answers = [_plan(agent, task, plan) for plan in plans]
+    assert all(a[1].decision == terms.CONTINUE for a in answers)
+    assert assert_plans_agree(task, answers) == [0, 2, 0, 0, 2, 0, 0, 2]
+
+
+def test_verified_progress_restarts_the_streak(agent):
+    task = _task(agent)
+    answers = [_plan(agent, task, PLAN_A) for _ in range(2)]
+    _step(agent, task, "edit", {"file": "a.py"}, evidence={"revision": 1, "done": False})
+    answers += [_plan(agent, task, PLAN_A) for _ in range(3)]
+    decisions = [a[1].decision for a in answers]
+    # The same plan after a step forward is the next step: the guard goes on.
+    assert decisions == [terms.CONTINUE] * 4 + [terms.STOP]
+    assert assert_plans_agree(task, answers) == [0, 2, 0, 2, 3]
+
+
+def test_novelty_progress_restarts_the_streak(agent):
+    task = _task(agent, progress_mode="novelty")
+    answers = []
+    for page in range(1, 4):
+        answers.append(_plan(agent, task, PLAN_A))
+        _step(agent, task, "list", {"page": 1}, data={"rows": page})  # new data: progress
+    answers += [_plan(agent, task, PLAN_A) for _ in range(2)]
+    assert all(a[1].decision == terms.CONTINUE for a in answers)
+    assert assert_plans_agree(task, answers) == [0, 0, 0, 0, 2]
+
+
+def test_a_step_without_progress_does_not_restart_the_streak(agent):
+    task = _task(agent)
+    answers = []
+    for _ in range(3):
+        answers.append(_plan(agent, task, PLAN_A))
+        _step(agent, task, "search", {"q": "price"})
+    assert answers[-1][1].reason == "repeated_output"
+    assert assert_plans_agree(task, answers) == [0, 2, 3]
+
+
+def test_a_status_poll_restarts_the_streak(agent):
+    task = _task(agent)
+    answers = [_plan(agent, task, PLAN_A) for _ in range(2)]
+    _step(agent, task, "status", {"job": "j1"}, job_id="j1", kind=terms.PENDING, wait_ms=10)
+    answers += [_plan(agent, task, PLAN_A) for _ in range(2)]
+    assert all(a[1].decision == terms.CONTINUE for a in answers)
+    assert assert_plans_agree(task, answers) == [0, 2, 0, 2]
+
+
+def test_a_poll_over_its_budget_does_not_restart_the_streak(agent, make_user):
+    user = make_user("olivia", admin=True)[0]
+    task = _task(agent, max_polls=0)
+    answers = [_plan(agent, task, PLAN_A) for _ in range(2)]
+    assert _ask(agent, task, "status", {"job": "j1"}, job_id="j1")[1].reason == "poll_budget"
+    operator.task_resume(task_id=task.pk, user=user, reason="go on")
+    answers.append(_plan(agent, task, PLAN_A))
+    assert answers[-1][1].reason == "repeated_output"
+    assert assert_plans_agree(task, answers) == [0, 2, 3]
+
+
+def test_a_poll_stopped_after_its_budget_check_restarts_the_streak(agent, make_user):
+    user = make_user("olivia", admin=True)[0]
+    task = _task(agent, max_tool_executions=0)
+    answers = [_plan(agent, task, PLAN_A) for _ in range(2)]
+    poll = _ask(agent, task, "status", {"job": "j1"}, job_id="j1")[1]
+    assert poll.reason == "execution_budget"
+    operator.task_resume(task_id=task.pk, user=user, reason="go on")
+    answers += [_plan(agent, task, PLAN_A) for _ in range(2)]
+    assert all(a[1].decision == terms.CONTINUE for a in answers)
+    assert assert_plans_agree(task, answers) == [0, 2, 0, 2]
+
+
+def test_a_plan_settled_on_a_stopped_task_is_not_counted(agent, make_user):
+    user = make_user("olivia", admin=True)[0]
+    task = _task(agent)
+    answers = [_plan(agent, task, PLAN_A) for _ in range(2)]
+    late = _gate(agent, task)
+    operator.task_stop(task_id=task.pk, reason="looking", user=user)
+    answers.append(_usage(agent, task, late, PLAN_A))  # the money counts, the plan does not
+    assert answers[-1][1].decision == terms.STOP
+    # A later poll on the stopped task restarts nothing either.
+    assert _ask(agent, task, "status", {"job": "j1"}, job_id="j1")[1].decision == terms.STOP
+    operator.task_resume(task_id=task.pk, user=user, reason="go on")
+    answers.append(_plan(agent, task, PLAN_A))  # the streak outlived the resume
+    assert answers[-1][1].reason == "repeated_output"
+    assert assert_plans_agree(task, answers) == [0, 2, 0, 3]
+
+
+def test_a_poll_on_a_task_stopped_for_the_same_reason_restarts_nothing(agent, make_user):
+    user = make_user("olivia", admin=True)[0]
+    task = _task(agent, max_tool_executions=0)
+    answers = [_plan(agent, task, PLAN_A) for _ in range(2)]
+    assert _ask(agent, task, "search", {"q": "price"})[1].reason == "execution_budget"
+    # Answered with the stored reason, but the task was stopped already: no poll step ran.
+    poll = _ask(agent, task, "status", {"job": "j1"}, job_id="j1")[1]
+    assert (poll.reason, poll.stopped_now) == ("execution_budget", False)
+    operator.task_resume(task_id=task.pk, user=user, reason="go on")
+    answers.append(_plan(agent, task, PLAN_A))
+    assert answers[-1][1].reason == "repeated_output"
+    assert assert_plans_agree(task, answers) == [0, 2, 3]
