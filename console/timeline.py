@@ -309,10 +309,10 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
         )
         rows.append(Row(call.seq, "model", call, marks.get(call.seq, Marks()),
                         asks=asks))  # fmt: skip
-    for call in ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
-        rows.append(Row(call.seq, "tool", call, marks.get(call.seq, Marks()),
-                        tags.get(call.fingerprint),
-                        args_text(call.args, masks.policy(call.tool))))  # fmt: skip
+    for step in ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
+        rows.append(Row(step.seq, "tool", step, marks.get(step.seq, Marks()),
+                        tags.get(step.fingerprint),
+                        args_text(step.args, masks.policy(step.tool))))  # fmt: skip
     rows.sort(key=lambda row: row.seq)
     return Timeline(
         rows=rows,
