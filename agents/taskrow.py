@@ -28,11 +28,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.db import connections
 from django.db.models import Subquery
 
 from agents.errors import NotFound
 from agents.guard import core, terms
 from agents.models import Agent, CatalogVersion, Task, ToolCall
+from agents.prepared import Prepared
 
 SNAPSHOT_FIELDS = (
     "model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens_used",
@@ -44,6 +46,55 @@ SNAPSHOT_FIELDS = (
 def catalog_version_subquery() -> Subquery:
     """The catalog's version (`agents.services.catalog`), for an annotation on the lock."""
     return Subquery(CatalogVersion.objects.filter(pk=1).values("number")[:1])
+
+
+def _lock_query(probes: dict[str, Any] | None = None) -> Any:
+    return (
+        Task.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("agent")
+        .annotate(catalog_version=catalog_version_subquery(), **(probes or {}))
+    )
+
+
+def _as_get(query: Any) -> Any:
+    """The shape `QuerySet.get` gives a query (no ordering; a limit where locks allow one)."""
+    return query.order_by()[:21] if _get_limited(query) else query.order_by()
+
+
+def _get_limited(query: Any) -> bool:
+    return connections[query.db].features.supports_select_for_update_with_limit
+
+
+_MARK_TASK = uuid.UUID("00000000-0000-4000-8000-00000000b0c1")
+_MARK_AGENT = 8_765_432_109_876
+_MARK_CALL = 8_765_432_109_877
+_TASK_PK = Task._meta.pk
+_AGENT_PK = Agent._meta.pk
+_CALL_PK = ToolCall._meta.pk
+
+# The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of
+# a task with one of its calls: fixed shapes, compiled once per connection (agents.prepared).
+_LOCK_OWN = Prepared(
+    lambda task, agent: _as_get(_lock_query().filter(agent=agent).filter(pk=task)),
+    {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT)},
+)
+_LOCK_ANY = Prepared(
+    lambda task: _as_get(_lock_query().filter(pk=task)), {"task": (_TASK_PK, _MARK_TASK)}
+)
+_LOCK_WITH_CALL = Prepared(
+    lambda call, task, agent: _as_get(
+        ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
+        .select_related("task", "task__agent")
+        .annotate(catalog_version=catalog_version_subquery())
+        .filter(task__agent=agent)
+        .filter(pk=call, task_id=task)
+    ),
+    {
+        "call": (_CALL_PK, _MARK_CALL),
+        "task": (_TASK_PK, _MARK_TASK),
+        "agent": (_AGENT_PK, _MARK_AGENT),
+    },
+)
 
 
 def lock_task(
@@ -63,15 +114,20 @@ def lock_task(
     request that starts after the pause committed sees it. `probes` are more such reads
     (annotations, as of the statement's start too), e.g. `ledger.services.operation_probe`.
     """
-    query = (
-        Task.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("agent")
-        .annotate(catalog_version=catalog_version_subquery(), **(probes or {}))
-    )
-    if agent is not None:
-        query = query.filter(agent=agent)
     try:
-        task = query.get(pk=task_id)
+        if probes:  # their shape varies: built and compiled by the ORM each time
+            query = _lock_query(probes)
+            if agent is not None:
+                query = query.filter(agent=agent)
+            task = query.get(pk=task_id)
+        else:
+            if agent is not None:
+                rows = _LOCK_OWN.rows(task=task_id, agent=agent.pk)
+            else:
+                rows = _LOCK_ANY.rows(task=task_id)
+            if not rows:
+                raise Task.DoesNotExist
+            (task,) = rows
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
     _remember_locked(task)
@@ -90,14 +146,11 @@ def lock_task_and_call(
     granted. Everything that writes a call row holds its task's lock, so this lock never waits
     on its own. A call that is not in the task: NotFound, TASK_NOT_FOUND first.
     """
-    query = (
-        ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
-        .select_related("task", "task__agent")
-        .annotate(catalog_version=catalog_version_subquery())
-        .filter(task__agent=agent)
-    )
     try:
-        call = query.get(pk=tool_call_id, task_id=task_id)
+        rows = _LOCK_WITH_CALL.rows(call=tool_call_id, task=task_id, agent=agent.pk)
+        if not rows:
+            raise ToolCall.DoesNotExist
+        (call,) = rows
     except (ToolCall.DoesNotExist, ValueError, ValidationError):
         lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
         raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None

@@ -1,0 +1,95 @@
+"""The hot path's prepared queries (agents.prepared) send exactly the SQL Django compiles for
+the same queryset with the same values, and read the same instances back."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.transaction import TransactionManagementError
+
+from agents.api import auth
+from agents.guard import terms
+from agents.models import ApiToken, ToolCall, hash_token
+from agents.services import runner
+from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _LOCK_WITH_CALL, _as_get, _lock_query
+
+
+def django_sql(queryset):
+    return queryset.query.get_compiler(using="default").as_sql()
+
+
+def test_the_token_lookup_is_the_querysets_first(agent):
+    raw = agent[0].token
+    key = hash_token(raw)
+    with transaction.atomic():
+        ours = auth._TOKEN.compiled_sql(key_hash=key)
+        first = ApiToken.objects.select_related("agent", "user").filter(
+            key_hash=key, revoked_at__isnull=True
+        )
+        # What .first() evaluates: ordered by the model's ordering or else the pk, one row.
+        expected = (first if first.ordered else first.order_by("pk"))[:1]
+        assert ours == (django_sql(expected)[0], list(django_sql(expected)[1]))
+    (token,) = auth._TOKEN.rows(key_hash=key)
+    assert token == first.first()
+    assert token.agent == agent[1] and token.agent.name == agent[1].name
+    assert auth._TOKEN.rows(key_hash=hash_token("nobody's")) == []
+
+
+def test_the_task_locks_are_the_querysets_get(agent_row, make_task):
+    task = make_task()
+    with transaction.atomic():
+        for prepared, values, queryset in (
+            (_LOCK_OWN, {"task": str(task.pk), "agent": agent_row.pk},
+             _lock_query().filter(agent=agent_row).filter(pk=str(task.pk))),
+            (_LOCK_ANY, {"task": task.pk}, _lock_query().filter(pk=task.pk)),
+        ):  # fmt: skip
+            sql, params = django_sql(_as_get(queryset))
+            assert prepared.compiled_sql(**values) == (sql, list(params))
+            (locked,) = prepared.rows(**values)
+            assert locked == task and locked.agent == agent_row
+            assert locked.goal == task.goal and locked.limits == task.limits
+            assert locked.catalog_version == queryset.get().catalog_version
+        assert _LOCK_OWN.rows(task=uuid.uuid4(), agent=agent_row.pk) == []
+        with pytest.raises(ValidationError):
+            _LOCK_OWN.rows(task="not-a-uuid", agent=agent_row.pk)
+
+
+def test_the_task_and_call_lock_is_the_querysets_get(agent_row, make_task):
+    from agents.taskrow import catalog_version_subquery
+
+    task = make_task()
+    _task, call, outcome = runner.tool_call_request(
+        task_id=task.pk, agent=agent_row, tool="search", args={"q": 1}, effect=terms.READ
+    )
+    assert outcome.decision == terms.EXECUTE
+    with transaction.atomic():
+        values = {"call": call.pk, "task": str(task.pk), "agent": agent_row.pk}
+        queryset = (
+            ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
+            .select_related("task", "task__agent")
+            .annotate(catalog_version=catalog_version_subquery())
+            .filter(task__agent=agent_row)
+            .filter(pk=call.pk, task_id=str(task.pk))
+        )
+        sql, params = django_sql(_as_get(queryset))
+        assert _LOCK_WITH_CALL.compiled_sql(**values) == (sql, list(params))
+        (locked,) = _LOCK_WITH_CALL.rows(**values)
+        assert locked == call and locked.task == task and locked.task.agent == agent_row
+        assert locked.args == {"q": 1} and locked.task.limits == task.limits
+
+
+def test_a_prepared_lock_outside_a_transaction_is_refused_as_djangos(
+    transactional_db, agent_row, make_task
+):
+    from django.db import connection
+
+    task = make_task()
+    if not connection.features.has_select_for_update:
+        pytest.skip("no row locks on this database")
+    with transaction.atomic():
+        _LOCK_ANY.rows(task=task.pk)  # compiled
+    with pytest.raises(TransactionManagementError):
+        _LOCK_ANY.rows(task=task.pk)
