@@ -28,14 +28,12 @@ class Prepared:
     """`build(**markers)` returns the queryset, its final shape (ordering, limit) included;
     `slots` names each value it filters on and the model field that value is compared with."""
 
-    def __init__(
-        self, build: Callable[..., QuerySet], slots: dict[str, tuple[Field, Any]]
-    ) -> None:
+    def __init__(self, build: Callable[..., QuerySet], slots: dict[str, tuple[Field, Any]]) -> None:
         self.build = build
         self.slots = slots  # name -> (field, marker value)
         self._compiled = threading.local()
 
-    def rows(self, using: str = "default", **values: Any) -> list[Model]:
+    def rows(self, using: str = "default", **values: Any) -> list[Any]:
         """The queryset's instances for `values` (each converted as the field's exact lookup
         converts it: a value the field refuses raises as it would there)."""
         connection = connections[using]
@@ -99,7 +97,9 @@ class _Compiled:
             wanted = field.get_db_prep_value(
                 field.get_prep_value(marker), connection, prepared=True
             )
-            found = [i for i, p in enumerate(self.params) if type(p) is type(wanted) and p == wanted]
+            found = [
+                i for i, p in enumerate(self.params) if type(p) is type(wanted) and p == wanted
+            ]
             if len(found) != 1:
                 raise RuntimeError(f"prepared query: marker {name!r} found {len(found)} times")
             self.positions[name] = found[0]

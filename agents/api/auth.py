@@ -13,9 +13,11 @@ from agents.prepared import Prepared
 # The token lookup of every request: one indexed read joined with the token's agent and
 # user, compiled once per connection (agents.prepared).
 _TOKEN = Prepared(
-    lambda key_hash: ApiToken.objects.select_related("agent", "user")
-    .filter(key_hash=key_hash, revoked_at__isnull=True)
-    .order_by("pk")[:1],
+    lambda key_hash: (
+        ApiToken.objects.select_related("agent", "user")
+        .filter(key_hash=key_hash, revoked_at__isnull=True)
+        .order_by("pk")[:1]
+    ),
     {"key_hash": (ApiToken._meta.get_field("key_hash"), "prepared:marker:key_hash")},
 )
 

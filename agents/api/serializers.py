@@ -28,7 +28,6 @@ from agents.guard.limits import CHOICES, INT_FIELDS, PROFILE_INT_FIELDS
 from agents.models import Agent, LimitProfile
 from agents.services import configuration
 
-
 _SHARED = threading.local()
 
 
