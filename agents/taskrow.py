@@ -155,7 +155,7 @@ def lock_task_and_call(
         lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
         raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
     task = call.task
-    task.catalog_version = call.catalog_version  # type: ignore[attr-defined]
+    task.catalog_version = call.catalog_version
     _remember_locked(task)
     return task, call
 
