@@ -18,9 +18,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import connections
-from django.db.models import Field, Model, QuerySet
+from django.db import DatabaseError, connections, transaction
+from django.db.models import Field, Model, Q, QuerySet, signals
 from django.db.models.query import get_related_populators
+from django.db.models.sql import UpdateQuery
 from django.db.transaction import TransactionManagementError
 
 
@@ -130,3 +131,69 @@ class _Compiled:
         for name, position in self.annotations:
             setattr(obj, name, row[position])
         return obj
+
+
+_UPDATES = threading.local()
+
+
+def save_columns(obj: Model, update_fields: list[str], using: str = "default") -> None:
+    """`obj.save(update_fields=update_fields)`, the same UPDATE, without rebuilding and
+    compiling its query: the statement of each shape (the columns, and which of them are
+    NULL) is compiled by Django once per connection and run with the row's values.
+
+    Only for what that save would do by itself: a model with parents, signal receivers, or a
+    value that is an expression or a model instance is saved by `save` itself.
+    """
+    model = type(obj)
+    meta = model._meta
+    if (
+        meta.parents
+        or signals.pre_save.has_listeners(model)
+        or signals.post_save.has_listeners(model)
+    ):
+        obj.save(update_fields=update_fields, using=using)
+        return
+    names = set(update_fields)
+    fields = [
+        f
+        for f in meta.local_concrete_fields
+        if not f.primary_key and not f.generated and (f.name in names or f.attname in names)
+    ]
+    if len(fields) != len(names):  # an unknown name: save() says which
+        obj.save(update_fields=update_fields, using=using)
+        return
+    values = [f.pre_save(obj, False) for f in fields]
+    if any(hasattr(v, "resolve_expression") or hasattr(v, "prepare_database_save") for v in values):
+        obj.save(update_fields=update_fields, using=using)
+        return
+    connection = connections[using]
+    pairs = list(zip(fields, values, strict=True))
+    prepped = [f.get_db_prep_save(v, connection=connection) for f, v in pairs]
+    if any(hasattr(v, "as_sql") for v in prepped):
+        obj.save(update_fields=update_fields, using=using)
+        return
+    shape = (model, tuple(f.attname for f in fields), tuple(v is None for v in prepped))
+    cache = _UPDATES.__dict__.setdefault(using, {})
+    if cache.get("connection") is not connection:
+        cache.clear()
+        cache["connection"] = connection
+    sql = cache.get(shape)
+    pk = meta.pk
+    if sql is None:
+        query = UpdateQuery(model)
+        query.add_update_fields([(f, None, v) for f, v in pairs])
+        query.add_q(Q(pk=obj.pk))
+        sql, params = query.get_compiler(using).as_sql()
+        if len(params) != sum(v is not None for v in prepped) + 1:  # not the expected shape
+            obj.save(update_fields=update_fields, using=using)
+            return
+        cache[shape] = sql
+    params = [v for v in prepped if v is not None]
+    params.append(pk.get_db_prep_value(pk.get_prep_value(obj.pk), connection, prepared=True))
+    with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        updated = cursor.rowcount
+    if not updated:
+        raise DatabaseError("Save with update_fields did not affect any rows.")
+    obj._state.db = using
+    obj._state.adding = False

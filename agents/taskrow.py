@@ -34,7 +34,7 @@ from django.db.models import Subquery
 from agents.errors import NotFound
 from agents.guard import core, terms
 from agents.models import Agent, CatalogVersion, Task, ToolCall
-from agents.prepared import Prepared
+from agents.prepared import Prepared, save_columns
 
 SNAPSHOT_FIELDS = (
     "model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens_used",
@@ -195,7 +195,7 @@ def save_task(task: Task) -> None:
         return
     changed = [name for name in _SAVED_FIELDS if getattr(task, name) != locked[name]]
     if changed:
-        task.save(update_fields=[*changed, "updated_at"])
+        save_columns(task, [*changed, "updated_at"])
         task._as_locked.update(  # type: ignore[attr-defined]
             {name: _copied(getattr(task, name)) for name in changed}
         )

@@ -19,6 +19,7 @@ from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
+from agents.prepared import save_columns
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -164,8 +165,8 @@ def model_call_usage(
         call.signature = signature
         call.tool_calls = tool_calls
         call.settled_at = now
-        call.save(update_fields=["prompt_tokens", "completion_tokens", "cost", "signature",
-                                 "tool_calls", "settled_at"])  # fmt: skip
+        save_columns(call, ["prompt_tokens", "completion_tokens", "cost", "signature",
+                            "tool_calls", "settled_at"])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "usage", outcome, model_call=call)
     return task, outcome
@@ -405,7 +406,7 @@ def tool_call_result(
         call.result_reason = outcome.reason or ""
         call.revision_after = state.revision
         call.reported_at = now
-        call.save(update_fields=[
+        save_columns(call, [
             "result_kind", "result_code", "result_data", "result_error", "evidence",
             "duration_ms", "result_decision", "result_reason", "revision_after", "reported_at",
             "result_keys", "novel_keys",

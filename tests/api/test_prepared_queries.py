@@ -93,3 +93,45 @@ def test_a_prepared_lock_outside_a_transaction_is_refused_as_djangos(
         _LOCK_ANY.rows(task=task.pk)  # compiled
     with pytest.raises(TransactionManagementError):
         _LOCK_ANY.rows(task=task.pk)
+
+
+def before_updated_at(sql):
+    return sql.split("WHERE")[0].split('"updated_at" =')[0]
+
+
+def test_save_columns_sends_the_update_save_sends(agent_row, make_task):
+    from django.db import DatabaseError, connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import Task
+    from agents.prepared import save_columns
+
+    task = make_task()
+    shapes = [
+        ({"state": "RUNNING", "reason": "", "report": None}, ["state", "reason", "report"]),
+        ({"report": {"a": [1, 2]}, "model_calls": 3}, ["report", "model_calls", "updated_at"]),
+        ({"window": [{"k": "v"}], "cost_spent": "1.5"}, ["window", "cost_spent"]),
+    ]
+    for values, names in shapes:
+        for attr, value in values.items():
+            setattr(task, attr, value)
+        with CaptureQueriesContext(connection) as django:
+            task.save(update_fields=names)
+        django_row = Task.objects.filter(pk=task.pk).values().get()
+        with CaptureQueriesContext(connection) as ours:
+            save_columns(task, names)
+        ours_row = Task.objects.filter(pk=task.pk).values().get()
+        # The same statement; only updated_at (auto_now) differs between the two saves.
+        assert [before_updated_at(q["sql"]) for q in ours] == [
+            before_updated_at(q["sql"]) for q in django
+        ]
+        assert len(ours) == len(django) == 1
+        django_row.pop("updated_at"), ours_row.pop("updated_at")
+        assert ours_row == django_row
+    gone = Task.objects.get(pk=task.pk)
+    Task.objects.filter(pk=task.pk).update(goal="x")  # still there: saving works
+    save_columns(gone, ["goal"])
+    assert Task.objects.get(pk=task.pk).goal == gone.goal
+    gone.pk = uuid.uuid4()
+    with pytest.raises(DatabaseError, match="did not affect any rows"):
+        save_columns(gone, ["goal"])
