@@ -27,7 +27,8 @@ from django.db.transaction import TransactionManagementError
 
 class Prepared:
     """`build(**markers)` returns the queryset, its final shape (ordering, limit) included;
-    `slots` names each value it filters on and the model field that value is compared with."""
+    `slots` names each value it filters on and the model field that value is compared with.
+    A queryset that selects no model (`exists_query`) reads plain tuples."""
 
     def __init__(self, build: Callable[..., QuerySet], slots: dict[str, tuple[Field, Any]]) -> None:
         self.build = build
@@ -76,6 +77,13 @@ class Prepared:
         return compiled
 
 
+def exists_query(queryset: QuerySet) -> QuerySet:
+    """The query `queryset.exists()` runs, as a queryset `Prepared` can compile."""
+    clone = queryset.all()
+    clone.query = clone.query.exists()
+    return clone
+
+
 class _Compiled:
     def __init__(self, prepared: Prepared, using: str, connection) -> None:
         self.connection = connection
@@ -106,16 +114,17 @@ class _Compiled:
             self.positions[name] = found[0]
         select, klass_info = compiler.select, compiler.klass_info
         self.annotations = list(compiler.annotation_col_map.items())
-        self.model = klass_info["model"]
-        fields = klass_info["select_fields"]
-        self.start, self.end = fields[0], fields[-1] + 1
-        self.init_list = [f[0].target.attname for f in select[self.start : self.end]]
-        self.populators = get_related_populators(klass_info, select, using)
+        self.model = klass_info["model"] if klass_info else None  # None: rows are tuples
+        if klass_info:
+            fields = klass_info["select_fields"]
+            self.start, self.end = fields[0], fields[-1] + 1
+            self.init_list = [f[0].target.attname for f in select[self.start : self.end]]
+            self.populators = get_related_populators(klass_info, select, using)
         self.col_count = compiler.col_count if compiler.has_extra_select else None
         expressions = [s[0] for s in select[0 : compiler.col_count]]
         self.converters = list(compiler.get_converters(expressions).items())
 
-    def instance(self, row: tuple, connection, using: str) -> Model:
+    def instance(self, row: tuple, connection, using: str) -> Any:
         if self.col_count is not None:
             row = row[: self.col_count]
         if self.converters:
@@ -125,6 +134,8 @@ class _Compiled:
                 for converter in convs:
                     value = converter(value, expression, connection)
                 row[pos] = value
+        if self.model is None:
+            return tuple(row)
         obj = self.model.from_db(using, self.init_list, row[self.start : self.end])
         for populator in self.populators:
             populator.populate(row, obj)

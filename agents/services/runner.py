@@ -19,7 +19,7 @@ from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.prepared import save_columns
+from agents.prepared import Prepared, exists_query, save_columns
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -172,11 +172,28 @@ def model_call_usage(
     return task, outcome
 
 
+# The model call a usage report settles, and whether a tool request's model call is the
+# task's: fixed shapes, compiled once per connection (agents.prepared). The same statements
+# as `ModelCall.objects.get(task=task, pk=id)` and `task.model_call_rows.filter(pk=id)
+# .exists()`.
+_CALL_SLOTS = {
+    "task": (Task._meta.pk, uuid.UUID("00000000-0000-4000-8000-00000000b0c2")),
+    "call": (ModelCall._meta.pk, 8_765_432_109_878),
+}
+_MODEL_CALL = Prepared(
+    lambda task, call: ModelCall.objects.filter(task=task, pk=call).order_by()[:21], _CALL_SLOTS
+)
+_MODEL_CALL_OF_TASK = Prepared(
+    lambda task, call: exists_query(ModelCall.objects.filter(task=task).filter(pk=call)),
+    _CALL_SLOTS,
+)
+
+
 def _allowed_model_call(task: Task, model_call_id: int) -> ModelCall:
-    try:
-        call = ModelCall.objects.get(task=task, pk=model_call_id)
-    except ModelCall.DoesNotExist:
-        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND") from None
+    rows = _MODEL_CALL.rows(task=task.pk, call=model_call_id)
+    if not rows:
+        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
+    (call,) = rows
     if call.decision != terms.ALLOW:
         raise Conflict(
             "This model call was not allowed; there is no usage to report.",
@@ -266,9 +283,8 @@ def _tool_call_request_once(
                 request.vectors = embeddings.vectors_for(
                     task_id=task_id, agent=agent, request=request
                 )
-            if (
-                model_call_id is not None
-                and not task.model_call_rows.filter(pk=model_call_id).exists()
+            if model_call_id is not None and not _MODEL_CALL_OF_TASK.rows(
+                task=task.pk, call=model_call_id
             ):
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
             keyed = keyed and not task.terminal

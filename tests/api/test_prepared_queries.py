@@ -135,3 +135,25 @@ def test_save_columns_sends_the_update_save_sends(agent_row, make_task):
     gone.pk = uuid.uuid4()
     with pytest.raises(DatabaseError, match="did not affect any rows"):
         save_columns(gone, ["goal"])
+
+
+def test_the_model_call_lookups_are_the_querysets(agent_row, make_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import ModelCall
+
+    task = make_task()
+    _task, call, _outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
+    get = ModelCall.objects.filter(task=task, pk=call.pk).order_by()[:21]
+    sql, params = django_sql(get)
+    assert runner._MODEL_CALL.compiled_sql(task=task.pk, call=call.pk) == (sql, list(params))
+    (found,) = runner._MODEL_CALL.rows(task=task.pk, call=call.pk)
+    assert found == ModelCall.objects.get(task=task, pk=call.pk) and found.task_id == task.pk
+    with CaptureQueriesContext(connection) as django:
+        assert task.model_call_rows.filter(pk=call.pk).exists()
+    with CaptureQueriesContext(connection) as ours:
+        assert runner._MODEL_CALL_OF_TASK.rows(task=task.pk, call=call.pk)
+    assert [q["sql"] for q in ours] == [q["sql"] for q in django]
+    assert not runner._MODEL_CALL_OF_TASK.rows(task=uuid.uuid4(), call=call.pk)
+    assert not runner._MODEL_CALL.rows(task=task.pk, call=call.pk + 1)
