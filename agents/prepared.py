@@ -21,7 +21,7 @@ from typing import Any
 from django.db import DatabaseError, connections, transaction
 from django.db.models import Field, Model, Q, QuerySet, signals
 from django.db.models.query import get_related_populators
-from django.db.models.sql import UpdateQuery
+from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
 
 
@@ -206,5 +206,75 @@ def save_columns(obj: Model, update_fields: list[str], using: str = "default") -
         updated = cursor.rowcount
     if not updated:
         raise DatabaseError("Save with update_fields did not affect any rows.")
+    obj._state.db = using
+    obj._state.adding = False
+
+
+_INSERTS = threading.local()
+
+
+def insert_row(obj: Model, using: str = "default") -> None:
+    """`obj.save()` of a new row (its id from the database), the same INSERT, without
+    rebuilding and compiling its query: the statement is compiled by Django once per model and
+    connection and run with the row's values. As `save_columns`, only for what that save would
+    do by itself; anything else is saved by `save`."""
+    model = type(obj)
+    meta = model._meta
+    auto = meta.auto_field
+    if (
+        meta.parents
+        or meta.order_with_respect_to
+        or auto is None
+        or not obj._state.adding
+        or getattr(obj, auto.attname) is not None
+        or signals.pre_save.has_listeners(model)
+        or signals.post_save.has_listeners(model)
+    ):
+        obj.save(using=using)
+        return
+    obj._prepare_related_fields_for_save(operation_name="save")
+    connection = connections[using]
+    if not connection.features.can_return_columns_from_insert:
+        obj.save(using=using)
+        return
+    fields = [f for f in meta.local_concrete_fields if not f.generated and f is not auto]
+    values = [f.pre_save(obj, True) for f in fields]
+    if any(hasattr(v, "resolve_expression") for v in values) or any(
+        hasattr(f, "get_placeholder") for f in fields
+    ):
+        obj.save(using=using)
+        return
+    params = [
+        f.get_db_prep_save(v, connection=connection) for f, v in zip(fields, values, strict=True)
+    ]
+    if any(hasattr(v, "as_sql") for v in params):
+        obj.save(using=using)
+        return
+    returning = meta.db_returning_fields
+    cache = _INSERTS.__dict__.setdefault(using, {})
+    if cache.get("connection") is not connection:
+        cache.clear()
+        cache["connection"] = connection
+    compiled = cache.get(model)
+    if compiled is None:
+        query = InsertQuery(model)
+        query.insert_values(fields, [obj])
+        compiler = query.get_compiler(using=using)
+        compiler.returning_fields = returning
+        ((sql, django_params),) = compiler.as_sql()
+        if len(django_params) != len(params) or compiler.returning_params:
+            obj.save(using=using)
+            return
+        cols = [f.get_col(meta.db_table) for f in returning]
+        compiled = cache[model] = (sql, list(compiler.get_converters(cols).items()))
+    sql, converters = compiled
+    with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = list(connection.ops.fetch_returned_insert_columns(cursor, ()))
+    for position, (convs, expression) in converters:
+        for converter in convs:
+            row[position] = converter(row[position], expression, connection)
+    for value, field in zip(row, returning, strict=True):
+        setattr(obj, field.attname, value)
     obj._state.db = using
     obj._state.adding = False

@@ -19,7 +19,7 @@ from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.prepared import Prepared, exists_query, save_columns
+from agents.prepared import Prepared, exists_query, insert_row, save_columns
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -91,7 +91,7 @@ def model_call_gate(
             now,
         )
         allowed = outcome.decision == terms.ALLOW
-        call = ModelCall.objects.create(
+        call = ModelCall(
             task=task,
             seq=next_seq(task),
             phase=task.phase,
@@ -104,6 +104,7 @@ def model_call_gate(
             reserved_cost=estimate if allowed else Decimal(0),
             reserved_tokens=state.tokens_reserved - reserved_before if allowed else 0,
         )
+        insert_row(call)
         if day is not None and (not allowed or call.created_at.date() != day):
             move_day_money(agent.pk, day, reserved=-estimate)
             if allowed:
@@ -354,7 +355,7 @@ def _tool_call_request_once(
                     )  # fmt: skip
                     operation_id = operation.pk
                 call.operation_id = operation_id
-            call.save()
+            insert_row(call)
             if outcome.trigger:
                 Event.objects.create(
                     task=task, agent=agent, kind="guard_trigger", phase=task.phase,

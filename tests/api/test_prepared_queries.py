@@ -157,3 +157,35 @@ def test_the_model_call_lookups_are_the_querysets(agent_row, make_task):
     assert [q["sql"] for q in ours] == [q["sql"] for q in django]
     assert not runner._MODEL_CALL_OF_TASK.rows(task=uuid.uuid4(), call=call.pk)
     assert not runner._MODEL_CALL.rows(task=task.pk, call=call.pk + 1)
+
+
+def test_insert_row_sends_the_insert_save_sends(agent_row, make_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import ModelCall
+    from agents.prepared import insert_row
+
+    task = make_task()
+
+    def call(seq, **extra):
+        return ToolCall(task=task, seq=seq, phase=1, tool="t", args={"a": [1]}, effect="read",
+                        decision="EXECUTE", **extra)  # fmt: skip
+
+    django_row, ours_row = call(1001), call(1002, job_id="j")
+    with CaptureQueriesContext(connection) as django:
+        django_row.save()
+    with CaptureQueriesContext(connection) as ours:
+        insert_row(ours_row)
+    assert len(ours) == len(django) == 1
+    assert ours[0]["sql"].split(" VALUES ")[0] == django[0]["sql"].split(" VALUES ")[0]
+    assert ours_row.pk == django_row.pk + 1 and not ours_row._state.adding
+    got = ToolCall.objects.filter(pk=ours_row.pk).values().get()
+    want = ToolCall.objects.filter(pk=django_row.pk).values().get()
+    for row in (got, want):
+        row.pop("id"), row.pop("created_at"), row.pop("seq")
+    assert got.pop("job_id") == "j" and want.pop("job_id") == ""
+    assert got == want
+    model_call = ModelCall(task=task, seq=1003, phase=1, model="m", decision="ALLOW")
+    insert_row(model_call)
+    assert ModelCall.objects.get(pk=model_call.pk).created_at == model_call.created_at
