@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import Subquery
+from django.db.models import Field, Subquery
+from django.utils.functional import cached_property
 
 from agents.errors import NotFound
 from agents.guard import core, terms
@@ -97,8 +100,31 @@ _LOCK_WITH_CALL = Prepared(
 )
 
 
+@dataclass(frozen=True, eq=False)
+class LockProbe:
+    """Reads of a fixed shape for the lock's statement (`lock_task(probe=...)`): `build(**values)`
+    returns the annotations, `slots` names each value and its field as `Prepared` does. The
+    lock with them is compiled once per connection, like the lock without."""
+
+    build: Callable[..., dict[str, Any]]
+    slots: dict[str, tuple[Field, Any]]
+
+    @cached_property
+    def lock(self) -> Prepared:
+        return Prepared(
+            lambda task, agent, **values: _as_get(
+                _lock_query(self.build(**values)).filter(agent=agent).filter(pk=task)
+            ),
+            {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT), **self.slots},
+        )
+
+
 def lock_task(
-    task_id: uuid.UUID | str, *, agent: Agent | None = None, probes: dict[str, Any] | None = None
+    task_id: uuid.UUID | str,
+    *,
+    agent: Agent | None = None,
+    probes: dict[str, Any] | None = None,
+    probe: tuple[LockProbe, dict[str, Any]] | None = None,
 ) -> Task:
     """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
 
@@ -112,10 +138,18 @@ def lock_task(
     is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
     flags are as of the statement's start, like any read that races an operator's pause: a
     request that starts after the pause committed sees it. `probes` are more such reads
-    (annotations, as of the statement's start too), e.g. `ledger.services.operation_probe`.
+    (annotations, as of the statement's start too); `probe`, a `LockProbe` and its values, the
+    same for reads of a fixed shape, e.g. `ledger.services.OPERATION_PROBE`.
     """
     try:
-        if probes:  # their shape varies: built and compiled by the ORM each time
+        if probe is not None and agent is not None and not probes:
+            lock_probe, values = probe
+            rows = lock_probe.lock.rows(task=task_id, agent=agent.pk, **values)
+            if not rows:
+                raise Task.DoesNotExist
+            (task,) = rows
+        elif probes or probe is not None:  # built and compiled by the ORM each time
+            probes = {**(probes or {}), **(probe[0].build(**probe[1]) if probe else {})}
             query = _lock_query(probes)
             if agent is not None:
                 query = query.filter(agent=agent)

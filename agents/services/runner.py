@@ -274,13 +274,16 @@ def _tool_call_request_once(
     try:
         with transaction.atomic():
             keyed = effect == terms.WRITE and bool(operation_key)
-            # The probe's subquery is built only for a keyed write (a read has none to read).
-            probes = (
-                {"operation_probe": ledger.operation_probe(agent.namespace, operation_key)}
+            # A keyed write reads its key's row id with the lock (a read has none to read).
+            probe = (
+                (
+                    ledger.OPERATION_PROBE,
+                    {"namespace": agent.namespace, "operation_key": operation_key},
+                )
                 if keyed
                 else None
             )
-            task = lock_task(task_id, agent=agent, probes=probes)
+            task = lock_task(task_id, agent=agent, probe=probe)
             current = catalog_of(task).policies.get(tool)
             if current is not policy:
                 # An admin changed the catalog since this process last loaded it: decide by

@@ -189,3 +189,25 @@ def test_insert_row_sends_the_insert_save_sends(agent_row, make_task):
     model_call = ModelCall(task=task, seq=1003, phase=1, model="m", decision="ALLOW")
     insert_row(model_call)
     assert ModelCall.objects.get(pk=model_call.pk).created_at == model_call.created_at
+
+
+def test_the_lock_with_the_operation_probe_is_the_querysets_get(agent_row, make_task, start_write):
+    from ledger import services as ledger
+
+    task = make_task()
+    operation = start_write(task, key="invoice-7")
+    values = {"namespace": agent_row.namespace, "operation_key": "invoice-7"}
+    with transaction.atomic():
+        queryset = _lock_query(
+            {"operation_probe": ledger.operation_probe(agent_row.namespace, "invoice-7")}
+        ).filter(agent=agent_row)
+        sql, params = django_sql(_as_get(queryset.filter(pk=str(task.pk))))
+        prepared = ledger.OPERATION_PROBE.lock
+        assert prepared.compiled_sql(task=str(task.pk), agent=agent_row.pk, **values) == (
+            sql, list(params),
+        )  # fmt: skip
+        (locked,) = prepared.rows(task=task.pk, agent=agent_row.pk, **values)
+        assert locked == task and locked.operation_probe == operation.pk
+        (other,) = prepared.rows(task=task.pk, agent=agent_row.pk,
+                                 namespace=agent_row.namespace, operation_key="nope")  # fmt: skip
+        assert other.operation_probe is None
