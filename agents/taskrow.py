@@ -23,16 +23,21 @@ from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Subquery
+from django.db import connections
+from django.db.models import Field, Subquery
+from django.utils.functional import cached_property
 
 from agents.errors import NotFound
 from agents.guard import core, terms
 from agents.models import Agent, CatalogVersion, Task, ToolCall
+from agents.prepared import Prepared, save_columns
 
 SNAPSHOT_FIELDS = (
     "model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens_used",
@@ -46,8 +51,80 @@ def catalog_version_subquery() -> Subquery:
     return Subquery(CatalogVersion.objects.filter(pk=1).values("number")[:1])
 
 
+def _lock_query(probes: dict[str, Any] | None = None) -> Any:
+    return (
+        Task.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("agent")
+        .annotate(catalog_version=catalog_version_subquery(), **(probes or {}))
+    )
+
+
+def _as_get(query: Any) -> Any:
+    """The shape `QuerySet.get` gives a query (no ordering; a limit where locks allow one)."""
+    return query.order_by()[:21] if _get_limited(query) else query.order_by()
+
+
+def _get_limited(query: Any) -> bool:
+    return connections[query.db].features.supports_select_for_update_with_limit
+
+
+_MARK_TASK = uuid.UUID("00000000-0000-4000-8000-00000000b0c1")
+_MARK_AGENT = 8_765_432_109_876
+_MARK_CALL = 8_765_432_109_877
+_TASK_PK = Task._meta.pk
+_AGENT_PK = Agent._meta.pk
+_CALL_PK = ToolCall._meta.pk
+
+# The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of
+# a task with one of its calls: fixed shapes, compiled once per connection (agents.prepared).
+_LOCK_OWN = Prepared(
+    lambda task, agent: _as_get(_lock_query().filter(agent=agent).filter(pk=task)),
+    {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT)},
+)
+_LOCK_ANY = Prepared(
+    lambda task: _as_get(_lock_query().filter(pk=task)), {"task": (_TASK_PK, _MARK_TASK)}
+)
+_LOCK_WITH_CALL = Prepared(
+    lambda call, task, agent: _as_get(
+        ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
+        .select_related("task", "task__agent")
+        .annotate(catalog_version=catalog_version_subquery())
+        .filter(task__agent=agent)
+        .filter(pk=call, task_id=task)
+    ),
+    {
+        "call": (_CALL_PK, _MARK_CALL),
+        "task": (_TASK_PK, _MARK_TASK),
+        "agent": (_AGENT_PK, _MARK_AGENT),
+    },
+)
+
+
+@dataclass(frozen=True, eq=False)
+class LockProbe:
+    """Reads of a fixed shape for the lock's statement (`lock_task(probe=...)`): `build(**values)`
+    returns the annotations, `slots` names each value and its field as `Prepared` does. The
+    lock with them is compiled once per connection, like the lock without."""
+
+    build: Callable[..., dict[str, Any]]
+    slots: dict[str, tuple[Field, Any]]
+
+    @cached_property
+    def lock(self) -> Prepared:
+        return Prepared(
+            lambda task, agent, **values: _as_get(
+                _lock_query(self.build(**values)).filter(agent=agent).filter(pk=task)
+            ),
+            {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT), **self.slots},
+        )
+
+
 def lock_task(
-    task_id: uuid.UUID | str, *, agent: Agent | None = None, probes: dict[str, Any] | None = None
+    task_id: uuid.UUID | str,
+    *,
+    agent: Agent | None = None,
+    probes: dict[str, Any] | None = None,
+    probe: tuple[LockProbe, dict[str, Any]] | None = None,
 ) -> Task:
     """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
 
@@ -61,17 +138,30 @@ def lock_task(
     is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
     flags are as of the statement's start, like any read that races an operator's pause: a
     request that starts after the pause committed sees it. `probes` are more such reads
-    (annotations, as of the statement's start too), e.g. `ledger.services.operation_probe`.
+    (annotations, as of the statement's start too); `probe`, a `LockProbe` and its values, the
+    same for reads of a fixed shape, e.g. `ledger.services.OPERATION_PROBE`.
     """
-    query = (
-        Task.objects.select_for_update(no_key=True, of=("self",))
-        .select_related("agent")
-        .annotate(catalog_version=catalog_version_subquery(), **(probes or {}))
-    )
-    if agent is not None:
-        query = query.filter(agent=agent)
     try:
-        task = query.get(pk=task_id)
+        if probe is not None and agent is not None and not probes:
+            lock_probe, values = probe
+            rows = lock_probe.lock.rows(task=task_id, agent=agent.pk, **values)
+            if not rows:
+                raise Task.DoesNotExist
+            (task,) = rows
+        elif probes or probe is not None:  # built and compiled by the ORM each time
+            probes = {**(probes or {}), **(probe[0].build(**probe[1]) if probe else {})}
+            query = _lock_query(probes)
+            if agent is not None:
+                query = query.filter(agent=agent)
+            task = query.get(pk=task_id)
+        else:
+            if agent is not None:
+                rows = _LOCK_OWN.rows(task=task_id, agent=agent.pk)
+            else:
+                rows = _LOCK_ANY.rows(task=task_id)
+            if not rows:
+                raise Task.DoesNotExist
+            (task,) = rows
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
     _remember_locked(task)
@@ -90,19 +180,16 @@ def lock_task_and_call(
     granted. Everything that writes a call row holds its task's lock, so this lock never waits
     on its own. A call that is not in the task: NotFound, TASK_NOT_FOUND first.
     """
-    query = (
-        ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
-        .select_related("task", "task__agent")
-        .annotate(catalog_version=catalog_version_subquery())
-        .filter(task__agent=agent)
-    )
     try:
-        call = query.get(pk=tool_call_id, task_id=task_id)
+        rows = _LOCK_WITH_CALL.rows(call=tool_call_id, task=task_id, agent=agent.pk)
+        if not rows:
+            raise ToolCall.DoesNotExist
+        (call,) = rows
     except (ToolCall.DoesNotExist, ValueError, ValidationError):
         lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
         raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
     task = call.task
-    task.catalog_version = call.catalog_version  # type: ignore[attr-defined]
+    task.catalog_version = call.catalog_version
     _remember_locked(task)
     return task, call
 
@@ -142,7 +229,7 @@ def save_task(task: Task) -> None:
         return
     changed = [name for name in _SAVED_FIELDS if getattr(task, name) != locked[name]]
     if changed:
-        task.save(update_fields=[*changed, "updated_at"])
+        save_columns(task, [*changed, "updated_at"])
         task._as_locked.update(  # type: ignore[attr-defined]
             {name: _copied(getattr(task, name)) for name in changed}
         )

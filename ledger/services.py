@@ -21,7 +21,7 @@ from django.utils import timezone
 from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import terms
 from agents.models import Agent, Event, Task, ToolCall
-from agents.taskrow import apply_state, lock_task, release_execution, to_state
+from agents.taskrow import LockProbe, apply_state, lock_task, release_execution, to_state
 from ledger.models import Operation, Reconciliation
 from ledger.selectors import UNRESOLVED_STATES, is_unresolved, lease_over, waits_for_verdict
 
@@ -44,6 +44,19 @@ def operation_probe(namespace: str, operation_key: str) -> Subquery:
     return Subquery(
         Operation.objects.filter(namespace=namespace, operation_key=operation_key).values("pk")[:1]
     )
+
+
+# The same read for `lock_task(probe=...)`: its shape is fixed, so the lock with it is
+# compiled once per connection (values: namespace, operation_key).
+OPERATION_PROBE = LockProbe(
+    build=lambda namespace, operation_key: {
+        "operation_probe": operation_probe(namespace, operation_key)
+    },
+    slots={
+        "namespace": (Operation._meta.get_field("namespace"), "prepared:marker:namespace"),
+        "operation_key": (Operation._meta.get_field("operation_key"), "prepared:marker:key"),
+    },
+)
 
 
 def operation_assumed(probe: int | None, fingerprint: str) -> terms.OperationView | None:

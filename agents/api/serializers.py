@@ -6,9 +6,11 @@ the schema allows is well formed and one it forbids answers 400.
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 
 from django.core.validators import validate_slug
+from django.utils.functional import cached_property
 from rest_framework import serializers
 
 from agents.api.fields import (
@@ -26,12 +28,34 @@ from agents.guard.limits import CHOICES, INT_FIELDS, PROFILE_INT_FIELDS
 from agents.models import Agent, LimitProfile
 from agents.services import configuration
 
+_SHARED = threading.local()
+
 
 class Strict(serializers.Serializer):
     """Unknown fields are an error too: a typo must not silently do nothing.
 
     The schema says so with `additionalProperties: false` (see agents/api/schema.py).
     """
+
+    # (Not in the docstring: docstrings are the schema's descriptions.) `shared_fields`: the
+    # decision bodies' serializers (never nested, never partial) build and bind their fields
+    # once per thread, to an instance that holds no data, and reuse them, instead of DRF
+    # deep-copying every declared field for every request. Validating keeps no state on a
+    # field, so the answers are the same.
+    shared_fields = False
+    _template = False
+
+    @cached_property
+    def fields(self):
+        cls = type(self)
+        if not cls.shared_fields or self._template:
+            return super().fields
+        fields = _SHARED.__dict__.get(cls)
+        if fields is None:
+            template = cls()
+            template._template = True
+            fields = _SHARED.__dict__[cls] = template.fields
+        return fields
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):
@@ -130,6 +154,8 @@ class TaskCreateIn(Strict):
 
 
 class ModelCallIn(Strict):
+    shared_fields = True
+
     model = StrictStr(
         required=False, allow_blank=True, max_length=100, default="",
         help_text="Model name, looked up in the price table.",
@@ -144,6 +170,8 @@ class ToolCallSpec(Strict):
 
 
 class UsageIn(Strict):
+    shared_fields = True
+
     prompt_tokens = StrictInt(min_value=0)
     completion_tokens = StrictInt(min_value=0)
     tool_calls = ToolCallSpec(
@@ -155,6 +183,8 @@ class UsageIn(Strict):
 
 
 class ToolRequestIn(Strict):
+    shared_fields = True
+
     tool = StrictStr(max_length=200)
     args = JSONObject(help_text="The tool's arguments; their canonical JSON is fingerprinted.")
     effect = serializers.ChoiceField(
@@ -174,6 +204,8 @@ class ToolRequestIn(Strict):
 
 
 class ToolResultIn(Strict):
+    shared_fields = True
+
     # `kind` is any string: an unknown kind is not a 400, the tool ran and its call must close.
     kind = StrictStr(
         max_length=32,

@@ -19,6 +19,7 @@ from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
+from agents.prepared import Prepared, exists_query, insert_row, save_columns
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -90,7 +91,7 @@ def model_call_gate(
             now,
         )
         allowed = outcome.decision == terms.ALLOW
-        call = ModelCall.objects.create(
+        call = ModelCall(
             task=task,
             seq=next_seq(task),
             phase=task.phase,
@@ -103,6 +104,7 @@ def model_call_gate(
             reserved_cost=estimate if allowed else Decimal(0),
             reserved_tokens=state.tokens_reserved - reserved_before if allowed else 0,
         )
+        insert_row(call)
         if day is not None and (not allowed or call.created_at.date() != day):
             move_day_money(agent.pk, day, reserved=-estimate)
             if allowed:
@@ -164,18 +166,35 @@ def model_call_usage(
         call.signature = signature
         call.tool_calls = tool_calls
         call.settled_at = now
-        call.save(update_fields=["prompt_tokens", "completion_tokens", "cost", "signature",
-                                 "tool_calls", "settled_at"])  # fmt: skip
+        save_columns(call, ["prompt_tokens", "completion_tokens", "cost", "signature",
+                            "tool_calls", "settled_at"])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "usage", outcome, model_call=call)
     return task, outcome
 
 
+# The model call a usage report settles, and whether a tool request's model call is the
+# task's: fixed shapes, compiled once per connection (agents.prepared). The same statements
+# as `ModelCall.objects.get(task=task, pk=id)` and `task.model_call_rows.filter(pk=id)
+# .exists()`.
+_CALL_SLOTS = {
+    "task": (Task._meta.pk, uuid.UUID("00000000-0000-4000-8000-00000000b0c2")),
+    "call": (ModelCall._meta.pk, 8_765_432_109_878),
+}
+_MODEL_CALL = Prepared(
+    lambda task, call: ModelCall.objects.filter(task=task, pk=call).order_by()[:21], _CALL_SLOTS
+)
+_MODEL_CALL_OF_TASK = Prepared(
+    lambda task, call: exists_query(ModelCall.objects.filter(task=task).filter(pk=call)),
+    _CALL_SLOTS,
+)
+
+
 def _allowed_model_call(task: Task, model_call_id: int) -> ModelCall:
-    try:
-        call = ModelCall.objects.get(task=task, pk=model_call_id)
-    except ModelCall.DoesNotExist:
-        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND") from None
+    rows = _MODEL_CALL.rows(task=task.pk, call=model_call_id)
+    if not rows:
+        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
+    (call,) = rows
     if call.decision != terms.ALLOW:
         raise Conflict(
             "This model call was not allowed; there is no usage to report.",
@@ -255,8 +274,16 @@ def _tool_call_request_once(
     try:
         with transaction.atomic():
             keyed = effect == terms.WRITE and bool(operation_key)
-            probes = {"operation_probe": ledger.operation_probe(agent.namespace, operation_key)}
-            task = lock_task(task_id, agent=agent, probes=probes if keyed else None)
+            # A keyed write reads its key's row id with the lock (a read has none to read).
+            probe = (
+                (
+                    ledger.OPERATION_PROBE,
+                    {"namespace": agent.namespace, "operation_key": operation_key},
+                )
+                if keyed
+                else None
+            )
+            task = lock_task(task_id, agent=agent, probe=probe)
             current = catalog_of(task).policies.get(tool)
             if current is not policy:
                 # An admin changed the catalog since this process last loaded it: decide by
@@ -265,9 +292,8 @@ def _tool_call_request_once(
                 request.vectors = embeddings.vectors_for(
                     task_id=task_id, agent=agent, request=request
                 )
-            if (
-                model_call_id is not None
-                and not task.model_call_rows.filter(pk=model_call_id).exists()
+            if model_call_id is not None and not _MODEL_CALL_OF_TASK.rows(
+                task=task.pk, call=model_call_id
             ):
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
             keyed = keyed and not task.terminal
@@ -332,7 +358,7 @@ def _tool_call_request_once(
                     )  # fmt: skip
                     operation_id = operation.pk
                 call.operation_id = operation_id
-            call.save()
+            insert_row(call)
             if outcome.trigger:
                 Event.objects.create(
                     task=task, agent=agent, kind="guard_trigger", phase=task.phase,
@@ -405,7 +431,7 @@ def tool_call_result(
         call.result_reason = outcome.reason or ""
         call.revision_after = state.revision
         call.reported_at = now
-        call.save(update_fields=[
+        save_columns(call, [
             "result_kind", "result_code", "result_data", "result_error", "evidence",
             "duration_ms", "result_decision", "result_reason", "revision_after", "reported_at",
             "result_keys", "novel_keys",

@@ -1,0 +1,280 @@
+"""Fixed-shape queries of the decision hot path, compiled once per database connection.
+
+Django compiles a queryset's SQL again on every evaluation: for the joined token lookup and the
+task lock (a join, a subquery annotation, `FOR NO KEY UPDATE OF`) that compiling cost more
+than the statement's round trip. A `Prepared` query is built and compiled once per connection
+with marker values in its parameter slots, and then run with each request's values put in
+those slots: the statement sent is the very SQL the queryset compiles (a test compares them),
+rows come back as the queryset's model instances (related rows and annotations included), and
+the statement goes through the connection's cursor like any other (execute wrappers, query
+logging and statement counts see it).
+
+Below the models: it imports only Django.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.db import DatabaseError, connections, transaction
+from django.db.models import Field, Model, Q, QuerySet, signals
+from django.db.models.query import get_related_populators
+from django.db.models.sql import InsertQuery, UpdateQuery
+from django.db.transaction import TransactionManagementError
+
+
+class Prepared:
+    """`build(**markers)` returns the queryset, its final shape (ordering, limit) included;
+    `slots` names each value it filters on and the model field that value is compared with.
+    A queryset that selects no model (`exists_query`) reads plain tuples."""
+
+    def __init__(self, build: Callable[..., QuerySet], slots: dict[str, tuple[Field, Any]]) -> None:
+        self.build = build
+        self.slots = slots  # name -> (field, marker value)
+        self._compiled = threading.local()
+
+    def rows(self, using: str = "default", **values: Any) -> list[Any]:
+        """The queryset's instances for `values` (each converted as the field's exact lookup
+        converts it: a value the field refuses raises as it would there)."""
+        connection = connections[using]
+        compiled = self._compiled_for(using, connection)
+        params = list(compiled.params)
+        for name, position in compiled.positions.items():
+            field = self.slots[name][0]
+            params[position] = field.get_db_prep_value(
+                field.get_prep_value(values[name]), connection, prepared=True
+            )
+        if compiled.locks and connection.get_autocommit():
+            raise TransactionManagementError(
+                "select_for_update cannot be used outside of a transaction."
+            )
+        with connection.cursor() as cursor:
+            cursor.execute(compiled.sql, params)
+            fetched = cursor.fetchall()
+        return [compiled.instance(row, connection, using) for row in fetched]
+
+    def compiled_sql(self, using: str = "default", **values: Any) -> tuple[str, list[Any]]:
+        """What `rows` sends for `values` (for the test that compares it with Django's)."""
+        connection = connections[using]
+        compiled = self._compiled_for(using, connection)
+        params = list(compiled.params)
+        for name, position in compiled.positions.items():
+            field = self.slots[name][0]
+            params[position] = field.get_db_prep_value(
+                field.get_prep_value(values[name]), connection, prepared=True
+            )
+        return compiled.sql, params
+
+    def _compiled_for(self, using: str, connection) -> _Compiled:
+        # Per thread, as Django's connections are; compiled again if the alias's connection
+        # object changed (a test that swaps databases).
+        compiled = getattr(self._compiled, using, None)
+        if compiled is None or compiled.connection is not connection:
+            compiled = _Compiled(self, using, connection)
+            setattr(self._compiled, using, compiled)
+        return compiled
+
+
+def exists_query(queryset: QuerySet) -> QuerySet:
+    """The query `queryset.exists()` runs, as a queryset `Prepared` can compile."""
+    clone = queryset.all()
+    clone.query = clone.query.exists()
+    return clone
+
+
+class _Compiled:
+    def __init__(self, prepared: Prepared, using: str, connection) -> None:
+        self.connection = connection
+        markers = {name: marker for name, (_field, marker) in prepared.slots.items()}
+        queryset = prepared.build(**markers).using(using)
+        compiler = queryset.query.get_compiler(using=using)
+        features = connection.features
+        self.locks = bool(
+            queryset.query.select_for_update
+            and features.has_select_for_update
+            and features.supports_transactions
+        )
+        # Compiled in the caller's transaction: outside one, a lock is refused here as the
+        # queryset refuses it (and by `rows` on every later call).
+        sql, params = compiler.as_sql()
+        self.sql = sql
+        self.params = list(params)
+        self.positions: dict[str, int] = {}
+        for name, (field, marker) in prepared.slots.items():
+            wanted = field.get_db_prep_value(
+                field.get_prep_value(marker), connection, prepared=True
+            )
+            found = [
+                i for i, p in enumerate(self.params) if type(p) is type(wanted) and p == wanted
+            ]
+            if len(found) != 1:
+                raise RuntimeError(f"prepared query: marker {name!r} found {len(found)} times")
+            self.positions[name] = found[0]
+        select, klass_info = compiler.select, compiler.klass_info
+        self.annotations = list(compiler.annotation_col_map.items())
+        self.model = klass_info["model"] if klass_info else None  # None: rows are tuples
+        if klass_info:
+            fields = klass_info["select_fields"]
+            self.start, self.end = fields[0], fields[-1] + 1
+            self.init_list = [f[0].target.attname for f in select[self.start : self.end]]
+            self.populators = get_related_populators(klass_info, select, using)
+        self.col_count = compiler.col_count if compiler.has_extra_select else None
+        expressions = [s[0] for s in select[0 : compiler.col_count]]
+        self.converters = list(compiler.get_converters(expressions).items())
+
+    def instance(self, row: tuple, connection, using: str) -> Any:
+        if self.col_count is not None:
+            row = row[: self.col_count]
+        if self.converters:
+            row = list(row)
+            for pos, (convs, expression) in self.converters:
+                value = row[pos]
+                for converter in convs:
+                    value = converter(value, expression, connection)
+                row[pos] = value
+        if self.model is None:
+            return tuple(row)
+        obj = self.model.from_db(using, self.init_list, row[self.start : self.end])
+        for populator in self.populators:
+            populator.populate(row, obj)
+        for name, position in self.annotations:
+            setattr(obj, name, row[position])
+        return obj
+
+
+_UPDATES = threading.local()
+
+
+def save_columns(obj: Model, update_fields: list[str], using: str = "default") -> None:
+    """`obj.save(update_fields=update_fields)`, the same UPDATE, without rebuilding and
+    compiling its query: the statement of each shape (the columns, and which of them are
+    NULL) is compiled by Django once per connection and run with the row's values.
+
+    Only for what that save would do by itself: a model with parents, signal receivers, or a
+    value that is an expression or a model instance is saved by `save` itself.
+    """
+    model = type(obj)
+    meta = model._meta
+    if (
+        meta.parents
+        or signals.pre_save.has_listeners(model)
+        or signals.post_save.has_listeners(model)
+    ):
+        obj.save(update_fields=update_fields, using=using)
+        return
+    names = set(update_fields)
+    fields = [
+        f
+        for f in meta.local_concrete_fields
+        if not f.primary_key and not f.generated and (f.name in names or f.attname in names)
+    ]
+    if len(fields) != len(names):  # an unknown name: save() says which
+        obj.save(update_fields=update_fields, using=using)
+        return
+    values = [f.pre_save(obj, False) for f in fields]
+    if any(hasattr(v, "resolve_expression") or hasattr(v, "prepare_database_save") for v in values):
+        obj.save(update_fields=update_fields, using=using)
+        return
+    connection = connections[using]
+    pairs = list(zip(fields, values, strict=True))
+    prepped = [f.get_db_prep_save(v, connection=connection) for f, v in pairs]
+    if any(hasattr(v, "as_sql") for v in prepped):
+        obj.save(update_fields=update_fields, using=using)
+        return
+    shape = (model, tuple(f.attname for f in fields), tuple(v is None for v in prepped))
+    cache = _UPDATES.__dict__.setdefault(using, {})
+    if cache.get("connection") is not connection:
+        cache.clear()
+        cache["connection"] = connection
+    sql = cache.get(shape)
+    pk = meta.pk
+    if sql is None:
+        query = UpdateQuery(model)
+        query.add_update_fields([(f, None, v) for f, v in pairs])
+        query.add_q(Q(pk=obj.pk))
+        sql, params = query.get_compiler(using).as_sql()
+        if len(params) != sum(v is not None for v in prepped) + 1:  # not the expected shape
+            obj.save(update_fields=update_fields, using=using)
+            return
+        cache[shape] = sql
+    params = [v for v in prepped if v is not None]
+    params.append(pk.get_db_prep_value(pk.get_prep_value(obj.pk), connection, prepared=True))
+    with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        updated = cursor.rowcount
+    if not updated:
+        raise DatabaseError("Save with update_fields did not affect any rows.")
+    obj._state.db = using
+    obj._state.adding = False
+
+
+_INSERTS = threading.local()
+
+
+def insert_row(obj: Model, using: str = "default") -> None:
+    """`obj.save()` of a new row (its id from the database), the same INSERT, without
+    rebuilding and compiling its query: the statement is compiled by Django once per model and
+    connection and run with the row's values. As `save_columns`, only for what that save would
+    do by itself; anything else is saved by `save`."""
+    model = type(obj)
+    meta = model._meta
+    auto = meta.auto_field
+    if (
+        meta.parents
+        or meta.order_with_respect_to
+        or auto is None
+        or not obj._state.adding
+        or getattr(obj, auto.attname) is not None
+        or signals.pre_save.has_listeners(model)
+        or signals.post_save.has_listeners(model)
+    ):
+        obj.save(using=using)
+        return
+    obj._prepare_related_fields_for_save(operation_name="save")
+    connection = connections[using]
+    if not connection.features.can_return_columns_from_insert:
+        obj.save(using=using)
+        return
+    fields = [f for f in meta.local_concrete_fields if not f.generated and f is not auto]
+    values = [f.pre_save(obj, True) for f in fields]
+    if any(hasattr(v, "resolve_expression") for v in values) or any(
+        hasattr(f, "get_placeholder") for f in fields
+    ):
+        obj.save(using=using)
+        return
+    params = [
+        f.get_db_prep_save(v, connection=connection) for f, v in zip(fields, values, strict=True)
+    ]
+    if any(hasattr(v, "as_sql") for v in params):
+        obj.save(using=using)
+        return
+    returning = meta.db_returning_fields
+    cache = _INSERTS.__dict__.setdefault(using, {})
+    if cache.get("connection") is not connection:
+        cache.clear()
+        cache["connection"] = connection
+    compiled = cache.get(model)
+    if compiled is None:
+        query = InsertQuery(model)
+        query.insert_values(fields, [obj])
+        compiler = query.get_compiler(using=using)
+        compiler.returning_fields = returning
+        ((sql, django_params),) = compiler.as_sql()
+        if len(django_params) != len(params) or compiler.returning_params:
+            obj.save(using=using)
+            return
+        cols = [f.get_col(meta.db_table) for f in returning]
+        compiled = cache[model] = (sql, list(compiler.get_converters(cols).items()))
+    sql, converters = compiled
+    with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = list(connection.ops.fetch_returned_insert_columns(cursor, ()))
+    for position, (convs, expression) in converters:
+        for converter in convs:
+            row[position] = converter(row[position], expression, connection)
+    for value, field in zip(row, returning, strict=True):
+        setattr(obj, field.attname, value)
+    obj._state.db = using
+    obj._state.adding = False

@@ -1,0 +1,213 @@
+"""The hot path's prepared queries (agents.prepared) send exactly the SQL Django compiles for
+the same queryset with the same values, and read the same instances back."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.transaction import TransactionManagementError
+
+from agents.api import auth
+from agents.guard import terms
+from agents.models import ApiToken, ToolCall, hash_token
+from agents.services import runner
+from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _LOCK_WITH_CALL, _as_get, _lock_query
+
+
+def django_sql(queryset):
+    return queryset.query.get_compiler(using="default").as_sql()
+
+
+def test_the_token_lookup_is_the_querysets_first(agent):
+    raw = agent[0].token
+    key = hash_token(raw)
+    with transaction.atomic():
+        ours = auth._TOKEN.compiled_sql(key_hash=key)
+        first = ApiToken.objects.select_related("agent", "user").filter(
+            key_hash=key, revoked_at__isnull=True
+        )
+        # What .first() evaluates: ordered by the model's ordering or else the pk, one row.
+        expected = (first if first.ordered else first.order_by("pk"))[:1]
+        assert ours == (django_sql(expected)[0], list(django_sql(expected)[1]))
+    (token,) = auth._TOKEN.rows(key_hash=key)
+    assert token == first.first()
+    assert token.agent == agent[1] and token.agent.name == agent[1].name
+    assert auth._TOKEN.rows(key_hash=hash_token("nobody's")) == []
+
+
+def test_the_task_locks_are_the_querysets_get(agent_row, make_task):
+    task = make_task()
+    with transaction.atomic():
+        for prepared, values, queryset in (
+            (_LOCK_OWN, {"task": str(task.pk), "agent": agent_row.pk},
+             _lock_query().filter(agent=agent_row).filter(pk=str(task.pk))),
+            (_LOCK_ANY, {"task": task.pk}, _lock_query().filter(pk=task.pk)),
+        ):  # fmt: skip
+            sql, params = django_sql(_as_get(queryset))
+            assert prepared.compiled_sql(**values) == (sql, list(params))
+            (locked,) = prepared.rows(**values)
+            assert locked == task and locked.agent == agent_row
+            assert locked.goal == task.goal and locked.limits == task.limits
+            assert locked.catalog_version == queryset.get().catalog_version
+        assert _LOCK_OWN.rows(task=uuid.uuid4(), agent=agent_row.pk) == []
+        with pytest.raises(ValidationError):
+            _LOCK_OWN.rows(task="not-a-uuid", agent=agent_row.pk)
+
+
+def test_the_task_and_call_lock_is_the_querysets_get(agent_row, make_task):
+    from agents.taskrow import catalog_version_subquery
+
+    task = make_task()
+    _task, call, outcome = runner.tool_call_request(
+        task_id=task.pk, agent=agent_row, tool="search", args={"q": 1}, effect=terms.READ
+    )
+    assert outcome.decision == terms.EXECUTE
+    with transaction.atomic():
+        values = {"call": call.pk, "task": str(task.pk), "agent": agent_row.pk}
+        queryset = (
+            ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
+            .select_related("task", "task__agent")
+            .annotate(catalog_version=catalog_version_subquery())
+            .filter(task__agent=agent_row)
+            .filter(pk=call.pk, task_id=str(task.pk))
+        )
+        sql, params = django_sql(_as_get(queryset))
+        assert _LOCK_WITH_CALL.compiled_sql(**values) == (sql, list(params))
+        (locked,) = _LOCK_WITH_CALL.rows(**values)
+        assert locked == call and locked.task == task and locked.task.agent == agent_row
+        assert locked.args == {"q": 1} and locked.task.limits == task.limits
+
+
+def test_a_prepared_lock_outside_a_transaction_is_refused_as_djangos(
+    transactional_db, agent_row, make_task
+):
+    from django.db import connection
+
+    task = make_task()
+    if not connection.features.has_select_for_update:
+        pytest.skip("no row locks on this database")
+    with transaction.atomic():
+        _LOCK_ANY.rows(task=task.pk)  # compiled
+    with pytest.raises(TransactionManagementError):
+        _LOCK_ANY.rows(task=task.pk)
+
+
+def before_updated_at(sql):
+    return sql.split("WHERE")[0].split('"updated_at" =')[0]
+
+
+def test_save_columns_sends_the_update_save_sends(agent_row, make_task):
+    from django.db import DatabaseError, connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import Task
+    from agents.prepared import save_columns
+
+    task = make_task()
+    shapes = [
+        ({"state": "RUNNING", "reason": "", "report": None}, ["state", "reason", "report"]),
+        ({"report": {"a": [1, 2]}, "model_calls": 3}, ["report", "model_calls", "updated_at"]),
+        ({"window": [{"k": "v"}], "cost_spent": "1.5"}, ["window", "cost_spent"]),
+    ]
+    for values, names in shapes:
+        for attr, value in values.items():
+            setattr(task, attr, value)
+        with CaptureQueriesContext(connection) as django:
+            task.save(update_fields=names)
+        django_row = Task.objects.filter(pk=task.pk).values().get()
+        with CaptureQueriesContext(connection) as ours:
+            save_columns(task, names)
+        ours_row = Task.objects.filter(pk=task.pk).values().get()
+        # The same statement; only updated_at (auto_now) differs between the two saves.
+        assert [before_updated_at(q["sql"]) for q in ours] == [
+            before_updated_at(q["sql"]) for q in django
+        ]
+        assert len(ours) == len(django) == 1
+        django_row.pop("updated_at"), ours_row.pop("updated_at")
+        assert ours_row == django_row
+    gone = Task.objects.get(pk=task.pk)
+    Task.objects.filter(pk=task.pk).update(goal="x")  # still there: saving works
+    save_columns(gone, ["goal"])
+    assert Task.objects.get(pk=task.pk).goal == gone.goal
+    gone.pk = uuid.uuid4()
+    with pytest.raises(DatabaseError, match="did not affect any rows"):
+        save_columns(gone, ["goal"])
+
+
+def test_the_model_call_lookups_are_the_querysets(agent_row, make_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import ModelCall
+
+    task = make_task()
+    _task, call, _outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
+    get = ModelCall.objects.filter(task=task, pk=call.pk).order_by()[:21]
+    sql, params = django_sql(get)
+    assert runner._MODEL_CALL.compiled_sql(task=task.pk, call=call.pk) == (sql, list(params))
+    (found,) = runner._MODEL_CALL.rows(task=task.pk, call=call.pk)
+    assert found == ModelCall.objects.get(task=task, pk=call.pk) and found.task_id == task.pk
+    with CaptureQueriesContext(connection) as django:
+        assert task.model_call_rows.filter(pk=call.pk).exists()
+    with CaptureQueriesContext(connection) as ours:
+        assert runner._MODEL_CALL_OF_TASK.rows(task=task.pk, call=call.pk)
+    assert [q["sql"] for q in ours] == [q["sql"] for q in django]
+    assert not runner._MODEL_CALL_OF_TASK.rows(task=uuid.uuid4(), call=call.pk)
+    assert not runner._MODEL_CALL.rows(task=task.pk, call=call.pk + 1)
+
+
+def test_insert_row_sends_the_insert_save_sends(agent_row, make_task):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import ModelCall
+    from agents.prepared import insert_row
+
+    task = make_task()
+
+    def call(seq, **extra):
+        return ToolCall(task=task, seq=seq, phase=1, tool="t", args={"a": [1]}, effect="read",
+                        decision="EXECUTE", **extra)  # fmt: skip
+
+    django_row, ours_row = call(1001), call(1002, job_id="j")
+    with CaptureQueriesContext(connection) as django:
+        django_row.save()
+    with CaptureQueriesContext(connection) as ours:
+        insert_row(ours_row)
+    assert len(ours) == len(django) == 1
+    assert ours[0]["sql"].split(" VALUES ")[0] == django[0]["sql"].split(" VALUES ")[0]
+    assert ours_row.pk == django_row.pk + 1 and not ours_row._state.adding
+    got = ToolCall.objects.filter(pk=ours_row.pk).values().get()
+    want = ToolCall.objects.filter(pk=django_row.pk).values().get()
+    for row in (got, want):
+        row.pop("id"), row.pop("created_at"), row.pop("seq")
+    assert got.pop("job_id") == "j" and want.pop("job_id") == ""
+    assert got == want
+    model_call = ModelCall(task=task, seq=1003, phase=1, model="m", decision="ALLOW")
+    insert_row(model_call)
+    assert ModelCall.objects.get(pk=model_call.pk).created_at == model_call.created_at
+
+
+def test_the_lock_with_the_operation_probe_is_the_querysets_get(agent_row, make_task, start_write):
+    from ledger import services as ledger
+
+    task = make_task()
+    operation = start_write(task, key="invoice-7")
+    values = {"namespace": agent_row.namespace, "operation_key": "invoice-7"}
+    with transaction.atomic():
+        queryset = _lock_query(
+            {"operation_probe": ledger.operation_probe(agent_row.namespace, "invoice-7")}
+        ).filter(agent=agent_row)
+        sql, params = django_sql(_as_get(queryset.filter(pk=str(task.pk))))
+        prepared = ledger.OPERATION_PROBE.lock
+        assert prepared.compiled_sql(task=str(task.pk), agent=agent_row.pk, **values) == (
+            sql, list(params),
+        )  # fmt: skip
+        (locked,) = prepared.rows(task=task.pk, agent=agent_row.pk, **values)
+        assert locked == task and locked.operation_probe == operation.pk
+        (other,) = prepared.rows(task=task.pk, agent=agent_row.pk,
+                                 namespace=agent_row.namespace, operation_key="nope")  # fmt: skip
+        assert other.operation_probe is None
