@@ -40,12 +40,7 @@ class Prepared:
         converts it: a value the field refuses raises as it would there)."""
         connection = connections[using]
         compiled = self._compiled_for(using, connection)
-        params = list(compiled.params)
-        for name, position in compiled.positions.items():
-            field = self.slots[name][0]
-            params[position] = field.get_db_prep_value(
-                field.get_prep_value(values[name]), connection, prepared=True
-            )
+        params = self._params(compiled, connection, values)
         if compiled.locks and connection.get_autocommit():
             raise TransactionManagementError(
                 "select_for_update cannot be used outside of a transaction."
@@ -59,13 +54,17 @@ class Prepared:
         """What `rows` sends for `values` (for the test that compares it with Django's)."""
         connection = connections[using]
         compiled = self._compiled_for(using, connection)
+        return compiled.sql, self._params(compiled, connection, values)
+
+    def _params(self, compiled: _Compiled, connection: Any, values: dict[str, Any]) -> list[Any]:
+        """The compiled parameters with each request value in its marker's slot."""
         params = list(compiled.params)
         for name, position in compiled.positions.items():
             field = self.slots[name][0]
             params[position] = field.get_db_prep_value(
                 field.get_prep_value(values[name]), connection, prepared=True
             )
-        return compiled.sql, params
+        return params
 
     def _compiled_for(self, using: str, connection) -> _Compiled:
         # Per thread, as Django's connections are; compiled again if the alias's connection
