@@ -2,9 +2,45 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loopwarden_client import Client
+from loopwarden_client.guard import write
+
+# The tool policy every adapter test guards with, and the search the looping scripts repeat.
+PAY = {"pay": write(key="pay-{invoice}")}
+SEARCH = ("search", {"query": "refund policy"})
+
+
+class Tools:
+    """The tools an agent gets, counting their real executions. `wrap` is the framework's tool
+    decorator (a subclass names it; pydantic-ai takes the plain functions)."""
+
+    wrap: Callable[[Callable[..., str]], Any] = staticmethod(lambda fn: fn)
+
+    def __init__(self, lose_payment: bool = False) -> None:
+        self.ran: list[str] = []
+        ran = self.ran
+
+        def search(query: str) -> str:
+            """Search the knowledge base."""
+            ran.append("search")
+            return "Refunds take 5 days."
+
+        def fetch_page(page: int) -> str:
+            """Fetch one page of invoices."""
+            ran.append("fetch_page")
+            return f"invoices on page {page}: INV-{page}01, INV-{page}02"
+
+        def pay(invoice: str, amount: str) -> str:
+            """Pay an invoice."""
+            ran.append("pay")
+            if lose_payment:
+                raise TimeoutError("the payment provider did not answer")
+            return f"paid {invoice}"
+
+        self.all = [self.wrap(fn) for fn in (search, fetch_page, pay)]
 
 
 def tool_decisions(lw: Client, task_id: str) -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("langchain")
 
+import scenarios  # noqa: E402
 from langchain.agents import create_agent  # noqa: E402
 from langchain.agents.middleware import ToolRetryMiddleware  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
@@ -18,7 +19,7 @@ from langchain_core.tools import tool  # noqa: E402
 from loopwarden_client import Client, TaskStopped  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.langchain import LoopwardenMiddleware  # noqa: E402
-from scenarios import model_calls, operation_state, tool_decisions  # noqa: E402
+from scenarios import PAY, SEARCH, model_calls, operation_state, tool_decisions  # noqa: E402
 
 
 class ScriptedModel(BaseChatModel):
@@ -48,38 +49,8 @@ class ScriptedModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-class Tools:
-    """The tools an agent gets, counting their real executions."""
-
-    def __init__(self, lose_payment: bool = False) -> None:
-        self.ran: list[str] = []
-        ran, lose = self.ran, lose_payment
-
-        @tool
-        def search(query: str) -> str:
-            """Search the knowledge base."""
-            ran.append("search")
-            return "Refunds take 5 days."
-
-        @tool
-        def fetch_page(page: int) -> str:
-            """Fetch one page of invoices."""
-            ran.append("fetch_page")
-            return f"invoices on page {page}: INV-{page}01, INV-{page}02"
-
-        @tool
-        def pay(invoice: str, amount: str) -> str:
-            """Pay an invoice."""
-            ran.append("pay")
-            if lose:
-                raise TimeoutError("the payment provider did not answer")
-            return f"paid {invoice}"
-
-        self.all = [search, fetch_page, pay]
-
-
-PAY = {"pay": write(key="pay-{invoice}")}
-SEARCH = ("search", {"query": "refund policy"})
+class Tools(scenarios.Tools):
+    wrap = staticmethod(tool)
 
 
 def agent_for(script: list[Any], tools: Tools, guard: LoopwardenMiddleware, *extra: Any):

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("agents")
 
+import scenarios  # noqa: E402
 from loopwarden_client import TaskStopped  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.openai_agents import AgentTaskStopped, guard_agent  # noqa: E402
@@ -26,7 +27,7 @@ from openai.types.responses.response_usage import (  # noqa: E402
     InputTokensDetails,
     OutputTokensDetails,
 )
-from scenarios import model_calls, operation_state, tool_decisions  # noqa: E402
+from scenarios import PAY, SEARCH, model_calls, operation_state, tool_decisions  # noqa: E402
 
 from agents import (  # noqa: E402
     Agent,
@@ -87,36 +88,8 @@ class ScriptedModel(Model):
                                      type="response.completed")  # fmt: skip
 
 
-class Tools:
-    def __init__(self, lose_payment: bool = False) -> None:
-        self.ran: list[str] = []
-        ran = self.ran
-
-        @function_tool
-        def search(query: str) -> str:
-            """Search the knowledge base."""
-            ran.append("search")
-            return "Refunds take 5 days."
-
-        @function_tool
-        def fetch_page(page: int) -> str:
-            """Fetch one page of invoices."""
-            ran.append("fetch_page")
-            return f"invoices on page {page}: INV-{page}01, INV-{page}02"
-
-        @function_tool
-        def pay(invoice: str, amount: str) -> str:
-            """Pay an invoice."""
-            ran.append("pay")
-            if lose_payment:
-                raise TimeoutError("the payment provider did not answer")
-            return f"paid {invoice}"
-
-        self.all = [search, fetch_page, pay]
-
-
-PAY = {"pay": write(key="pay-{invoice}")}
-SEARCH = ("search", {"query": "refund policy"})
+class Tools(scenarios.Tools):
+    wrap = staticmethod(function_tool)
 
 
 def guarded(script: list[Any], tools: Tools, session: Any, **model: Any) -> tuple[Any, Any]:

@@ -11,13 +11,12 @@ import pytest
 pytest.importorskip("pydantic_ai")
 
 from loopwarden_client import TaskStopped  # noqa: E402
-from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.pydantic_ai import LoopwardenCapability  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel  # noqa: E402
 from pydantic_ai.usage import RequestUsage  # noqa: E402
-from scenarios import model_calls, operation_state, tool_decisions  # noqa: E402
+from scenarios import PAY, SEARCH, Tools, model_calls, operation_state, tool_decisions  # noqa: E402
 
 
 class Script:
@@ -48,33 +47,6 @@ class Script:
                for i, (name, args) in enumerate(turn)}  # fmt: skip
 
 
-class Tools:
-    def __init__(self, lose_payment: bool = False) -> None:
-        self.ran: list[str] = []
-        ran = self.ran
-
-        def search(query: str) -> str:
-            """Search the knowledge base."""
-            ran.append("search")
-            return "Refunds take 5 days."
-
-        def fetch_page(page: int) -> str:
-            """Fetch one page of invoices."""
-            ran.append("fetch_page")
-            return f"invoices on page {page}: INV-{page}01, INV-{page}02"
-
-        def pay(invoice: str, amount: str) -> str:
-            """Pay an invoice."""
-            ran.append("pay")
-            if lose_payment:
-                raise TimeoutError("the payment provider did not answer")
-            return f"paid {invoice}"
-
-        self.all = [search, fetch_page, pay]
-
-
-PAY = {"pay": write(key="pay-{invoice}")}
-SEARCH = ("search", {"query": "refund policy"})
 
 
 def guarded(turns: list[Any], tools: Tools, session: Any) -> tuple[Script, Agent, Any]:
