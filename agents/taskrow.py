@@ -123,7 +123,6 @@ def lock_task(
     task_id: uuid.UUID | str,
     *,
     agent: Agent | None = None,
-    probes: dict[str, Any] | None = None,
     probe: tuple[LockProbe, dict[str, Any]] | None = None,
 ) -> Task:
     """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
@@ -137,31 +136,23 @@ def lock_task(
     One statement: the same SELECT reads the agent's flags (paused, daily cap; the agent row
     is joined, not locked: `of=("self",)`) and the catalog's version (see `catalog_of`). The
     flags are as of the statement's start, like any read that races an operator's pause: a
-    request that starts after the pause committed sees it. `probes` are more such reads
-    (annotations, as of the statement's start too); `probe`, a `LockProbe` and its values, the
-    same for reads of a fixed shape, e.g. `ledger.services.OPERATION_PROBE`.
+    request that starts after the pause committed sees it. `probe`, a `LockProbe` and its
+    values, adds more such reads of a fixed shape (as of the statement's start too), e.g.
+    `ledger.services.OPERATION_PROBE`.
     """
     try:
-        if probe is not None and agent is not None and not probes:
+        if probe is not None:
+            if agent is None:
+                raise TypeError("a lock with a probe reads an agent's own task")
             lock_probe, values = probe
             rows = lock_probe.lock.rows(task=task_id, agent=agent.pk, **values)
-            if not rows:
-                raise Task.DoesNotExist
-            (task,) = rows
-        elif probes or probe is not None:  # built and compiled by the ORM each time
-            probes = {**(probes or {}), **(probe[0].build(**probe[1]) if probe else {})}
-            query = _lock_query(probes)
-            if agent is not None:
-                query = query.filter(agent=agent)
-            task = query.get(pk=task_id)
+        elif agent is not None:
+            rows = _LOCK_OWN.rows(task=task_id, agent=agent.pk)
         else:
-            if agent is not None:
-                rows = _LOCK_OWN.rows(task=task_id, agent=agent.pk)
-            else:
-                rows = _LOCK_ANY.rows(task=task_id)
-            if not rows:
-                raise Task.DoesNotExist
-            (task,) = rows
+            rows = _LOCK_ANY.rows(task=task_id)
+        if not rows:
+            raise Task.DoesNotExist
+        (task,) = rows
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
     _remember_locked(task)
