@@ -15,14 +15,85 @@ Below the models: it imports only Django.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import Field, Model, Q, QuerySet, signals
 from django.db.models.query import get_related_populators
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
+
+# psycopg prepares a statement only when its connection has a threshold; Django leaves it unset
+# (None: never). The hot path's cursors ask for preparing on every statement, so a threshold no
+# other statement reaches lets them do it without preparing anything else.
+_ONLY_WHEN_ASKED = 2**31 - 1
+
+
+def hot_cursor(using: str = "default") -> Any:
+    """A cursor for the hot path's fixed-shape statements: on PostgreSQL with persistent
+    connections (`DB_CONN_MAX_AGE` not 0) and `DB_PREPARED_STATEMENTS` on, one that binds its
+    parameters on the server and runs each statement as a prepared statement (parsed and
+    planned once per connection, then only executed); anywhere else `connection.cursor()`.
+
+    Either way the cursor is Django's wrapper of the connection's driver cursor: execute
+    wrappers, query logging, error translation and statement counts see its statements.
+    Only for statements whose SQL is the same on every call (their values are parameters).
+    """
+    connection = connections[using]
+    if not _prepares(connection):
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = connection.connection
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = _ONLY_WHEN_ASKED
+        cursor = _preparing_cursor_class()(raw)
+        _match_timezone(connection, cursor)
+        return connection._prepare_cursor(cursor)
+
+
+def _prepares(connection) -> bool:
+    return (
+        connection.vendor == "postgresql"
+        and getattr(settings, "DB_PREPARED_STATEMENTS", True)
+        and connection.settings_dict.get("CONN_MAX_AGE") != 0
+    )
+
+
+_PREPARING_CURSOR: Any = None
+
+
+def _preparing_cursor_class() -> Any:
+    """Django's server-binding cursor class, asking psycopg to prepare what it executes."""
+    global _PREPARING_CURSOR
+    if _PREPARING_CURSOR is None:
+        from django.db.backends.postgresql.base import ServerBindingCursor
+
+        class PreparingCursor(ServerBindingCursor):
+            def execute(self, query, params=None, *, prepare=None, binary=None):
+                return super().execute(query, params, prepare=prepare is not False, binary=binary)
+
+        _PREPARING_CURSOR = PreparingCursor
+    return _PREPARING_CURSOR
+
+
+def _match_timezone(connection, cursor) -> None:
+    """What Django's `create_cursor` does for its own cursors: the connection's time zone for
+    timestamps read, when the connection's loader disagrees."""
+    from django.db.backends.postgresql.psycopg_any import register_tzloader
+    from psycopg.pq import Format
+
+    tzloader = connection.connection.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+    if connection.timezone != tzloader.timezone:
+        register_tzloader(connection.timezone, cursor)
+
+
+_TIMESTAMPTZ_OID = 1184
 
 
 class Prepared:
@@ -45,7 +116,7 @@ class Prepared:
             raise TransactionManagementError(
                 "select_for_update cannot be used outside of a transaction."
             )
-        with connection.cursor() as cursor:
+        with hot_cursor(using) as cursor:
             cursor.execute(compiled.sql, params)
             fetched = cursor.fetchall()
         return [compiled.instance(row, connection, using) for row in fetched]
@@ -200,13 +271,19 @@ def save_columns(obj: Model, update_fields: list[str], using: str = "default") -
         cache[shape] = sql
     params = [v for v in prepped if v is not None]
     params.append(pk.get_db_prep_value(pk.get_prep_value(obj.pk), connection, prepared=True))
-    with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        updated = cursor.rowcount
-    if not updated:
-        raise DatabaseError("Save with update_fields did not affect any rows.")
     obj._state.db = using
     obj._state.adding = False
+    if _later(using, _Write(sql + " RETURNING 1", params, "count(*)", _one_row_updated)):
+        return
+    with transaction.mark_for_rollback_on_error(using), hot_cursor(using) as cursor:
+        cursor.execute(sql, params)
+        updated = cursor.rowcount
+    _one_row_updated(updated)
+
+
+def _one_row_updated(updated: int) -> None:
+    if not updated:
+        raise DatabaseError("Save with update_fields did not affect any rows.")
 
 
 _INSERTS = threading.local()
@@ -267,13 +344,115 @@ def insert_row(obj: Model, using: str = "default") -> None:
         cols = [f.get_col(meta.db_table) for f in returning]
         compiled = cache[model] = (sql, list(compiler.get_converters(cols).items()))
     sql, converters = compiled
-    with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
+
+    def returned(row: list[Any]) -> None:
+        for position, (convs, expression) in converters:
+            for converter in convs:
+                row[position] = converter(row[position], expression, connection)
+        for value, field in zip(row, returning, strict=True):
+            setattr(obj, field.attname, value)
+        obj._state.db = using
+        obj._state.adding = False
+
+    if len(returning) == 1 and _later(
+        using,
+        _Write(sql, params, connection.ops.quote_name(returning[0].column),
+               lambda value: returned([value])),
+    ):  # fmt: skip
+        return
+    with transaction.mark_for_rollback_on_error(using), hot_cursor(using) as cursor:
         cursor.execute(sql, params)
-        row = list(connection.ops.fetch_returned_insert_columns(cursor, ()))
-    for position, (convs, expression) in converters:
-        for converter in convs:
-            row[position] = converter(row[position], expression, connection)
-    for value, field in zip(row, returning, strict=True):
-        setattr(obj, field.attname, value)
-    obj._state.db = using
-    obj._state.adding = False
+        returned(list(connection.ops.fetch_returned_insert_columns(cursor, ())))
+
+
+# -- writes sent together ------------------------------------------------------------------------
+
+
+@dataclass
+class _Write:
+    """A write statement kept for later: `sql` (with RETURNING), its `params`, what its part
+    of the combined statement answers (`pick`: an expression over its returned rows), and what
+    to do with that answer (`done`)."""
+
+    sql: str
+    params: list[Any]
+    pick: str
+    done: Callable[[Any], None]
+
+
+_BATCHES = threading.local()
+
+
+@contextmanager
+def writes_together(using: str = "default") -> Iterator[None]:
+    """Within it, on PostgreSQL, the writes whose answer the caller does not need at once
+    (`insert_row`'s new id, `save_columns`' row count, `write_later`) wait, and go to the
+    database as one statement (a WITH of each write, PostgreSQL's data-modifying CTEs) when
+    the block ends, or before any other statement the connection runs meanwhile: the order of
+    statements is kept, one round trip does the work of several. Their answers are checked as
+    each write's own would be (a save that updated no row raises), before the block ends.
+
+    For writes on different rows (PostgreSQL applies the parts of one statement in no set
+    order), inside the transaction that holds the rows' locks. An error leaves nothing
+    pending: the transaction rolls back and the kept writes are dropped. Anywhere else (SQLite,
+    or nested in another such block) it changes nothing.
+    """
+    connection = connections[using]
+    batches = _BATCHES.__dict__.setdefault(using, [])
+    if connection.vendor != "postgresql" or batches:
+        yield
+        return
+    batch: list[_Write] = []
+    batches.append(batch)
+    flushing = False
+
+    def send_kept_first(execute, sql, params, many, context):
+        nonlocal flushing
+        if batch and not flushing:
+            flushing = True
+            try:
+                _send(using, batch)
+            finally:
+                flushing = False
+        return execute(sql, params, many, context)
+
+    try:
+        with connection.execute_wrapper(send_kept_first):
+            yield
+            if batch:
+                flushing = True
+                _send(using, batch)
+    finally:
+        batches.pop()
+
+
+def write_later(using: str, sql: str, params: list[Any]) -> bool:
+    """Keep a write (SQL with a RETURNING clause) for the enclosing `writes_together` block; its
+    answer is not read. False when there is no such block: the caller runs it now."""
+    return _later(using, _Write(sql, params, "1", lambda _value: None))
+
+
+def _later(using: str, write: _Write) -> bool:
+    batches = getattr(_BATCHES, using, None)
+    if not batches:
+        return False
+    batches[-1].append(write)
+    return True
+
+
+def _send(using: str, batch: list[_Write]) -> None:
+    writes = list(batch)
+    batch.clear()
+    if len(writes) == 1:
+        (write,) = writes
+        sql = f'WITH "lw0" AS ({write.sql}) SELECT (SELECT {write.pick} FROM "lw0")'
+    else:
+        parts = ", ".join(f'"lw{i}" AS ({w.sql})' for i, w in enumerate(writes))
+        picks = ", ".join(f'(SELECT {w.pick} FROM "lw{i}")' for i, w in enumerate(writes))
+        sql = f"WITH {parts} SELECT {picks}"
+    params = [p for w in writes for p in w.params]
+    with transaction.mark_for_rollback_on_error(using), hot_cursor(using) as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    for write, value in zip(writes, row, strict=True):
+        write.done(value)

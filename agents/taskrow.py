@@ -36,7 +36,7 @@ from django.utils.functional import cached_property
 
 from agents.errors import NotFound
 from agents.guard import core, terms
-from agents.models import Agent, CatalogVersion, Task, ToolCall
+from agents.models import Agent, CatalogVersion, ModelCall, Task, ToolCall
 from agents.prepared import Prepared, save_columns
 
 SNAPSHOT_FIELDS = (
@@ -74,6 +74,7 @@ _MARK_CALL = 8_765_432_109_877
 _TASK_PK = Task._meta.pk
 _AGENT_PK = Agent._meta.pk
 _CALL_PK = ToolCall._meta.pk
+_MODEL_CALL_PK = ModelCall._meta.pk
 
 # The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of
 # a task with one of its calls: fixed shapes, compiled once per connection (agents.prepared).
@@ -100,6 +101,22 @@ _LOCK_WITH_CALL = Prepared(
 )
 
 
+_LOCK_WITH_MODEL_CALL = Prepared(
+    lambda call, task, agent: _as_get(
+        ModelCall.objects.select_for_update(no_key=True, of=("task", "self"))
+        .select_related("task", "task__agent")
+        .annotate(catalog_version=catalog_version_subquery())
+        .filter(task__agent=agent)
+        .filter(pk=call, task_id=task)
+    ),
+    {
+        "call": (_MODEL_CALL_PK, _MARK_CALL),
+        "task": (_TASK_PK, _MARK_TASK),
+        "agent": (_AGENT_PK, _MARK_AGENT),
+    },
+)
+
+
 @dataclass(frozen=True, eq=False)
 class LockProbe:
     """Reads of a fixed shape for the lock's statement (`lock_task(probe=...)`): `build(**values)`
@@ -108,6 +125,18 @@ class LockProbe:
 
     build: Callable[..., dict[str, Any]]
     slots: dict[str, tuple[Field, Any]]
+
+    def __add__(self, other: LockProbe) -> LockProbe:
+        """Both probes' reads in one lock statement (their slot names must differ)."""
+        if set(self.slots) & set(other.slots):
+            raise ValueError("probes with the same slot names cannot be combined")
+        return LockProbe(
+            build=lambda **values: {
+                **self.build(**{name: values[name] for name in self.slots}),
+                **other.build(**{name: values[name] for name in other.slots}),
+            },
+            slots={**self.slots, **other.slots},
+        )
 
     @cached_property
     def lock(self) -> Prepared:
@@ -179,6 +208,27 @@ def lock_task_and_call(
     except (ToolCall.DoesNotExist, ValueError, ValidationError):
         lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
         raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
+    task = call.task
+    task.catalog_version = call.catalog_version
+    _remember_locked(task)
+    return task, call
+
+
+def lock_task_and_model_call(
+    task_id: uuid.UUID | str, model_call_id: int, *, agent: Agent
+) -> tuple[Task, ModelCall]:
+    """`lock_task`, and the model call `model_call_id` of that task locked with it: one
+    statement, task first, for the same reason as `lock_task_and_call` (a duplicate usage
+    report that waited for the task lock reads the call as the first report left it). A call
+    that is not in the task: NotFound, TASK_NOT_FOUND first."""
+    try:
+        rows = _LOCK_WITH_MODEL_CALL.rows(call=model_call_id, task=task_id, agent=agent.pk)
+        if not rows:
+            raise ModelCall.DoesNotExist
+        (call,) = rows
+    except (ModelCall.DoesNotExist, ValueError, ValidationError):
+        lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
+        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND") from None
     task = call.task
     task.catalog_version = call.catalog_version
     _remember_locked(task)

@@ -173,6 +173,10 @@ def _without_password(url: str) -> str:
 
 
 DATABASES = {"default": _database()}
+# PostgreSQL with persistent connections (DB_CONN_MAX_AGE not 0): the guard's hot-path
+# statements run as prepared statements (agents.prepared.hot_cursor). Off behind a pooler that
+# cannot keep them (PgBouncer in transaction mode before 1.21).
+DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
@@ -249,10 +253,21 @@ SPECTACULAR_SETTINGS = {
         "ReasonEnum": "agents.guard.terms.REASONS",
         "DecisionEnum": "agents.guard.terms.DECISIONS",
         # One decision or row type each: the variants of the oneOf answers.
-        **{f"{value.title().replace('_', '')}Enum": [value] for value in (
-            "ALLOW", "EXECUTE", "REUSE", "BLOCK", "WAIT", "STOP", "CONTINUE",
-            "model_call", "tool_call", "event",
-        )},
+        **{
+            f"{value.title().replace('_', '')}Enum": [value]
+            for value in (
+                "ALLOW",
+                "EXECUTE",
+                "REUSE",
+                "BLOCK",
+                "WAIT",
+                "STOP",
+                "CONTINUE",
+                "model_call",
+                "tool_call",
+                "event",
+            )
+        },
     },
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

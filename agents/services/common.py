@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 
 from agents.guard import core, terms
 from agents.models import Agent, AgentDay, Task
+from agents.prepared import hot_cursor, write_later
 from agents.services import catalog
 from agents.services.catalog import Catalog
 
@@ -71,20 +73,39 @@ def move_day_money(
     the end of the transaction) serializes every change to the agent's day, so racing gates
     each see the others' reservations. Taken after the task lock, never before.
     """
-    table = AgentDay._meta.db_table
-    cast = "CAST(%s AS NUMERIC)" if connection.vendor == "sqlite" else "%s"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            # The inserted row holds what it can (a release has nothing to release from; the
-            # CHECK constraints test the proposed row before the conflict is seen).
-            f"INSERT INTO {table} (agent_id, day, spent, reserved) VALUES (%s, %s, {cast}, {cast}) "
-            f"ON CONFLICT (agent_id, day) DO UPDATE SET "
-            f"spent = {table}.spent + {cast}, reserved = {table}.reserved + {cast} "
-            f"RETURNING spent, reserved",
-            [agent_id, day, max(spent, Decimal(0)), max(reserved, Decimal(0)), spent, reserved],
-        )
+    sql, params = _day_upsert(agent_id, day, reserved, spent)
+    with hot_cursor() as cursor:
+        cursor.execute(sql, params)
         day_spent, day_reserved = cursor.fetchone()
     return _money(day_spent) + _money(day_reserved)
+
+
+def move_day_money_later(
+    agent_id: int, day: date, *, reserved: Decimal = Decimal(0), spent: Decimal = Decimal(0)
+) -> None:
+    """`move_day_money` for a caller that does not need the day's total: inside
+    `agents.prepared.writes_together` the upsert goes with the decision's other writes (its row
+    lock is then taken with them, still after the task's), else it runs now."""
+    sql, params = _day_upsert(agent_id, day, reserved, spent)
+    if not write_later(DEFAULT_DB_ALIAS, sql, params):
+        with hot_cursor() as cursor:
+            cursor.execute(sql, params)
+
+
+def _day_upsert(
+    agent_id: int, day: date, reserved: Decimal, spent: Decimal
+) -> tuple[str, list[Any]]:
+    table = AgentDay._meta.db_table
+    cast = "CAST(%s AS NUMERIC)" if connection.vendor == "sqlite" else "%s"
+    # The inserted row holds what it can (a release has nothing to release from; the CHECK
+    # constraints test the proposed row before the conflict is seen).
+    sql = (
+        f"INSERT INTO {table} (agent_id, day, spent, reserved) VALUES (%s, %s, {cast}, {cast}) "
+        f"ON CONFLICT (agent_id, day) DO UPDATE SET "
+        f"spent = {table}.spent + {cast}, reserved = {table}.reserved + {cast} "
+        f"RETURNING spent, reserved"
+    )
+    return sql, [agent_id, day, max(spent, Decimal(0)), max(reserved, Decimal(0)), spent, reserved]
 
 
 def _money(value) -> Decimal:

@@ -13,13 +13,14 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.prepared import Prepared, exists_query, insert_row, save_columns
+from agents.prepared import insert_row, save_columns, writes_together
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -27,12 +28,15 @@ from agents.services.common import (
     cost_of,
     model_estimate,
     move_day_money,
+    move_day_money_later,
     next_seq,
 )
 from agents.taskrow import (
+    LockProbe,
     apply_state,
     lock_task,
     lock_task_and_call,
+    lock_task_and_model_call,
     release_execution,
     save_task,
     to_state,
@@ -73,7 +77,7 @@ def model_call_gate(
     the rule would have read from the locked row; a gate that does not allow gives it back.
     """
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(), writes_together():
         task = lock_task(task_id, agent=agent)
         state = to_state(task)
         tokens, estimate = model_estimate(
@@ -106,12 +110,12 @@ def model_call_gate(
         )
         insert_row(call)
         if day is not None and (not allowed or call.created_at.date() != day):
-            move_day_money(agent.pk, day, reserved=-estimate)
+            move_day_money_later(agent.pk, day, reserved=-estimate)
             if allowed:
                 # On the day the call row records: the usage report and the reservation
                 # sweep release it from `call.created_at`'s day, which is after `now` by a
                 # few microseconds and so, at midnight, can be the next day.
-                move_day_money(agent.pk, call.created_at.date(), reserved=estimate)
+                move_day_money_later(agent.pk, call.created_at.date(), reserved=estimate)
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "model_call", outcome, model_call=call)
     return task, call, outcome
@@ -132,9 +136,9 @@ def model_call_usage(
     Always recorded, even after the task stopped: the money was spent.
     """
     now = timezone.now()
-    with transaction.atomic():
-        task = lock_task(task_id, agent=agent)
-        call = _allowed_model_call(task, model_call_id)
+    with transaction.atomic(), writes_together():
+        task, call = lock_task_and_model_call(task_id, model_call_id, agent=agent)
+        _check_settleable(call)
         actual = cost_of(catalog_of(task), call.model, prompt_tokens, completion_tokens)
         # A reservation the sweep already charged as reserved is not charged twice.
         reserved = Decimal(0) if call.expired else call.reserved_cost
@@ -159,7 +163,7 @@ def model_call_usage(
             now,
         )
         day = call.created_at.date()
-        move_day_money(agent.pk, day, reserved=-reserved, spent=charged)
+        move_day_money_later(agent.pk, day, reserved=-reserved, spent=charged)
         call.prompt_tokens = prompt_tokens
         call.completion_tokens = completion_tokens
         call.cost = actual
@@ -173,28 +177,18 @@ def model_call_usage(
     return task, outcome
 
 
-# The model call a usage report settles, and whether a tool request's model call is the
-# task's: fixed shapes, compiled once per connection (agents.prepared). The same statements
-# as `ModelCall.objects.get(task=task, pk=id)` and `task.model_call_rows.filter(pk=id)
-# .exists()`.
-_CALL_SLOTS = {
-    "task": (Task._meta.pk, uuid.UUID("00000000-0000-4000-8000-00000000b0c2")),
-    "call": (ModelCall._meta.pk, 8_765_432_109_878),
-}
-_MODEL_CALL = Prepared(
-    lambda task, call: ModelCall.objects.filter(task=task, pk=call).order_by()[:21], _CALL_SLOTS
+# Whether a tool request's model call is the task's, read by the task lock's statement (a
+# fixed shape, compiled once per connection: `agents.taskrow.LockProbe`).
+MODEL_CALL_PROBE = LockProbe(
+    build=lambda model_call: {
+        "model_call_known": Exists(ModelCall.objects.filter(task=OuterRef("pk"), pk=model_call))
+    },
+    slots={"model_call": (ModelCall._meta.pk, 8_765_432_109_878)},
 )
-_MODEL_CALL_OF_TASK = Prepared(
-    lambda task, call: exists_query(ModelCall.objects.filter(task=task).filter(pk=call)),
-    _CALL_SLOTS,
-)
+MODEL_CALL_AND_OPERATION_PROBE = MODEL_CALL_PROBE + ledger.OPERATION_PROBE
 
 
-def _allowed_model_call(task: Task, model_call_id: int) -> ModelCall:
-    rows = _MODEL_CALL.rows(task=task.pk, call=model_call_id)
-    if not rows:
-        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
-    (call,) = rows
+def _check_settleable(call: ModelCall) -> None:
     if call.decision != terms.ALLOW:
         raise Conflict(
             "This model call was not allowed; there is no usage to report.",
@@ -204,7 +198,6 @@ def _allowed_model_call(task: Task, model_call_id: int) -> ModelCall:
         raise Conflict(
             "Usage for this model call was already reported.", code="USAGE_ALREADY_REPORTED"
         )
-    return call
 
 
 class _KeyRace(Exception):
@@ -257,6 +250,18 @@ def _tool_request(tool, args, effect, operation_key, job_id, policy) -> terms.To
     )
 
 
+def _probe(
+    agent: Agent, keyed: bool, operation_key: str | None, model_call_id: int | None
+) -> tuple[LockProbe, dict[str, Any]] | None:
+    """The reads `lock_task` makes with the lock for a tool request (see MODEL_CALL_PROBE)."""
+    key = {"namespace": agent.namespace, "operation_key": operation_key}
+    if model_call_id is None:
+        return (ledger.OPERATION_PROBE, key) if keyed else None
+    if keyed:
+        return (MODEL_CALL_AND_OPERATION_PROBE, {"model_call": model_call_id, **key})
+    return (MODEL_CALL_PROBE, {"model_call": model_call_id})
+
+
 def _tool_call_request_once(
     *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id, optimistic
 ) -> tuple[Task, ToolCall, terms.Outcome]:
@@ -272,18 +277,13 @@ def _tool_call_request_once(
     request = _tool_request(tool, args, effect, operation_key, job_id, policy)
     request.vectors = embeddings.vectors_for(task_id=task_id, agent=agent, request=request)
     try:
-        with transaction.atomic():
+        with transaction.atomic(), writes_together():
             keyed = effect == terms.WRITE and bool(operation_key)
-            # A keyed write reads its key's row id with the lock (a read has none to read).
-            probe = (
-                (
-                    ledger.OPERATION_PROBE,
-                    {"namespace": agent.namespace, "operation_key": operation_key},
-                )
-                if keyed
-                else None
+            # A keyed write reads its key's row id with the lock (a read has none to read),
+            # a request that names its model call whether that call is the task's.
+            task = lock_task(
+                task_id, agent=agent, probe=_probe(agent, keyed, operation_key, model_call_id)
             )
-            task = lock_task(task_id, agent=agent, probe=probe)
             current = catalog_of(task).policies.get(tool)
             if current is not policy:
                 # An admin changed the catalog since this process last loaded it: decide by
@@ -292,9 +292,7 @@ def _tool_call_request_once(
                 request.vectors = embeddings.vectors_for(
                     task_id=task_id, agent=agent, request=request
                 )
-            if model_call_id is not None and not _MODEL_CALL_OF_TASK.rows(
-                task=task.pk, call=model_call_id
-            ):
+            if model_call_id is not None and not task.model_call_known:  # type: ignore[attr-defined]
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
             keyed = keyed and not task.terminal
             seq = next_seq(task)
@@ -391,7 +389,7 @@ def tool_call_result(
     unless the late result proves the commit.
     """
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(), writes_together():
         task, call = lock_task_and_call(task_id, tool_call_id, agent=agent)
         if call.decision != terms.EXECUTE:
             raise Conflict(

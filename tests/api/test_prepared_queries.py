@@ -137,26 +137,64 @@ def test_save_columns_sends_the_update_save_sends(agent_row, make_task):
         save_columns(gone, ["goal"])
 
 
-def test_the_model_call_lookups_are_the_querysets(agent_row, make_task):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
+def test_the_task_and_model_call_lock_is_the_querysets_get(agent_row, make_task):
     from agents.models import ModelCall
+    from agents.taskrow import _LOCK_WITH_MODEL_CALL, catalog_version_subquery
 
     task = make_task()
     _task, call, _outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
-    get = ModelCall.objects.filter(task=task, pk=call.pk).order_by()[:21]
-    sql, params = django_sql(get)
-    assert runner._MODEL_CALL.compiled_sql(task=task.pk, call=call.pk) == (sql, list(params))
-    (found,) = runner._MODEL_CALL.rows(task=task.pk, call=call.pk)
-    assert found == ModelCall.objects.get(task=task, pk=call.pk) and found.task_id == task.pk
-    with CaptureQueriesContext(connection) as django:
-        assert task.model_call_rows.filter(pk=call.pk).exists()
-    with CaptureQueriesContext(connection) as ours:
-        assert runner._MODEL_CALL_OF_TASK.rows(task=task.pk, call=call.pk)
-    assert [q["sql"] for q in ours] == [q["sql"] for q in django]
-    assert not runner._MODEL_CALL_OF_TASK.rows(task=uuid.uuid4(), call=call.pk)
-    assert not runner._MODEL_CALL.rows(task=task.pk, call=call.pk + 1)
+    with transaction.atomic():
+        values = {"call": call.pk, "task": str(task.pk), "agent": agent_row.pk}
+        queryset = (
+            ModelCall.objects.select_for_update(no_key=True, of=("task", "self"))
+            .select_related("task", "task__agent")
+            .annotate(catalog_version=catalog_version_subquery())
+            .filter(task__agent=agent_row)
+            .filter(pk=call.pk, task_id=str(task.pk))
+        )
+        sql, params = django_sql(_as_get(queryset))
+        assert _LOCK_WITH_MODEL_CALL.compiled_sql(**values) == (sql, list(params))
+        (locked,) = _LOCK_WITH_MODEL_CALL.rows(**values)
+        assert locked == call and locked.task == task and locked.task.agent == agent_row
+        assert locked.decision == terms.ALLOW and locked.task.limits == task.limits
+        assert _LOCK_WITH_MODEL_CALL.rows(**{**values, "call": call.pk + 1}) == []
+        assert _LOCK_WITH_MODEL_CALL.rows(**{**values, "task": str(uuid.uuid4())}) == []
+
+
+def test_the_lock_with_the_model_call_probes_is_the_querysets_get(
+    agent_row, make_task, start_write
+):
+    from django.db.models import Exists, OuterRef
+
+    from agents.models import ModelCall
+    from ledger import services as ledger
+
+    task = make_task()
+    _task, call, _outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
+    operation = start_write(task, key="invoice-8")
+    key = {"namespace": agent_row.namespace, "operation_key": "invoice-8"}
+    known = Exists(ModelCall.objects.filter(task=OuterRef("pk"), pk=call.pk))
+    with transaction.atomic():
+        for probe, values, annotations in (
+            (runner.MODEL_CALL_PROBE, {"model_call": call.pk}, {"model_call_known": known}),
+            (runner.MODEL_CALL_AND_OPERATION_PROBE, {"model_call": call.pk, **key},
+             {"model_call_known": known,
+              "operation_probe": ledger.operation_probe(agent_row.namespace, "invoice-8")}),
+        ):  # fmt: skip
+            queryset = _lock_query(annotations).filter(agent=agent_row).filter(pk=str(task.pk))
+            sql, params = django_sql(_as_get(queryset))
+            assert probe.lock.compiled_sql(task=str(task.pk), agent=agent_row.pk, **values) == (
+                sql, list(params),
+            )  # fmt: skip
+            (locked,) = probe.lock.rows(task=task.pk, agent=agent_row.pk, **values)
+            assert locked == task and locked.model_call_known is True
+            (other,) = probe.lock.rows(
+                task=task.pk, agent=agent_row.pk, **{**values, "model_call": call.pk + 1}
+            )
+            assert other.model_call_known is False
+        assert locked.operation_probe == operation.pk
+    with pytest.raises(ValueError, match="same slot names"):
+        runner.MODEL_CALL_PROBE + runner.MODEL_CALL_PROBE
 
 
 def test_insert_row_sends_the_insert_save_sends(agent_row, make_task):
