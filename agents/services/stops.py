@@ -32,13 +32,8 @@ notification_due = Signal()
 
 
 def record_stop(
-    task: Task,
-    state: terms.TaskState,
-    now: datetime,
-    *,
-    actor: str,
-    actor_user=None,
-    note: str = "",
+    task: Task, state: terms.TaskState, now: datetime, *,
+    actor: str, actor_user=None, note: str = "",
 ) -> None:
     """The task just became terminal (`state` is the core's answer): store the report once,
     close the phase, log the stop, save the row, and notify on commit when the stop needs it.

@@ -52,8 +52,7 @@ def test_without_the_switch_no_benchmark_route_and_no_developer_commands(env):
 
 def test_with_the_switch_the_route_and_the_commands_are_there(env):
     assert probe({**env, "LOOPWARDEN_DEVTOOLS": "true"}) == [
-        "devtools-bench-baseline",
-        ",".join(DEV_COMMANDS),
+        "devtools-bench-baseline", ",".join(DEV_COMMANDS)
     ]
 
 
