@@ -26,6 +26,7 @@ from django.db.models import Field, Model, Q, QuerySet, signals
 from django.db.models.query import get_related_populators
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
+from django.utils.functional import cached_property
 
 # psycopg prepares a statement only when its connection has a threshold; Django leaves it unset
 # (None: never). The hot path's cursors ask for preparing on every statement, so a threshold no
@@ -76,10 +77,26 @@ def _preparing_cursor_class() -> Any:
 
         class PreparingCursor(ServerBindingCursor):
             def execute(self, query, params=None, *, prepare=None, binary=None):
-                return super().execute(query, params, prepare=prepare is not False, binary=binary)
+                done = super().execute(query, params, prepare=prepare is not False, binary=binary)
+                # A prepared execution leaves no query text where Django's query log reads it
+                # (`last_executed_query`): give it the statement with its values, composed as
+                # a client-side cursor would have sent it, and only if it is read.
+                self._query = _Sent(self.connection, query, params)
+                return done
 
         _PREPARING_CURSOR = PreparingCursor
     return _PREPARING_CURSOR
+
+
+class _Sent:
+    def __init__(self, connection: Any, sql: str, params: Any) -> None:
+        self._connection, self._sql, self._params = connection, sql, params
+
+    @cached_property
+    def query(self) -> bytes:
+        from psycopg import ClientCursor
+
+        return ClientCursor(self._connection).mogrify(self._sql, self._params).encode()
 
 
 def _match_timezone(connection, cursor) -> None:
@@ -99,7 +116,7 @@ _TIMESTAMPTZ_OID = 1184
 class Prepared:
     """`build(**markers)` returns the queryset, its final shape (ordering, limit) included;
     `slots` names each value it filters on and the model field that value is compared with.
-    A queryset that selects no model (`exists_query`) reads plain tuples."""
+    A queryset that selects no model reads plain tuples."""
 
     def __init__(self, build: Callable[..., QuerySet], slots: dict[str, tuple[Field, Any]]) -> None:
         self.build = build
@@ -145,13 +162,6 @@ class Prepared:
             compiled = _Compiled(self, using, connection)
             setattr(self._compiled, using, compiled)
         return compiled
-
-
-def exists_query(queryset: QuerySet) -> QuerySet:
-    """The query `queryset.exists()` runs, as a queryset `Prepared` can compile."""
-    clone = queryset.all()
-    clone.query = clone.query.exists()
-    return clone
 
 
 class _Compiled:

@@ -34,7 +34,13 @@ from agents.guard.lifecycle import (
     stop,
 )
 from agents.guard.limits import tighten_limits, validate_limits
-from agents.guard.model import gate_model_call, model_estimate, settle_usage, token_cost
+from agents.guard.model import (
+    gate_model_call,
+    model_estimate,
+    reads_spent_today,
+    settle_usage,
+    token_cost,
+)
 from agents.guard.report import build_report, reason_code, remaining, resume_condition, usage
 from agents.guard.terms import GuardError, LimitError
 from agents.guard.tool import WAIT_RETRY_MS, progress_hash, report_result, request_tool
@@ -60,6 +66,7 @@ __all__ = [
     "plan_text",
     "progress_hash",
     "release_pending",
+    "reads_spent_today",
     "reason_code",
     "remaining",
     "report_result",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import TypeGuard
 
 from agents.guard.similarity import lexical, text_similarity
 from agents.guard.terms import (
@@ -65,6 +66,12 @@ def model_estimate(
     return tokens, token_cost(dearer, Decimal(0), tokens, 0)
 
 
+def reads_spent_today(daily_cap: Decimal | None) -> TypeGuard[Decimal]:
+    """Whether `gate_model_call` reads the agent's spend today: only the daily cap does, so
+    without a cap the caller need not fetch the day's total (it still books the reservation)."""
+    return daily_cap is not None
+
+
 def gate_model_call(
     task: TaskState, req: ModelCallRequest, agent: AgentView, now: datetime
 ) -> Outcome:
@@ -83,8 +90,8 @@ def gate_model_call(
     estimate = max(Decimal("0"), to_decimal(req.estimate_cost))
     if task.cost_spent + task.cost_reserved + estimate > to_decimal(limits.max_cost):
         return halt(task, PARTIAL, "cost_budget")
-    if agent.daily_cap is not None and to_decimal(agent.spent_today) + estimate > to_decimal(
-        agent.daily_cap
+    if reads_spent_today(agent.daily_cap) and to_decimal(agent.spent_today) + estimate > (
+        to_decimal(agent.daily_cap)
     ):
         return halt(task, PARTIAL, "spend_cap")
     task.model_calls += 1

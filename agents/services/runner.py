@@ -72,9 +72,11 @@ def model_call_gate(
     cannot overspend together. A gate without an estimate reserves the model's default from
     the price table, else the task's profile default.
 
-    The day's money is reserved first and decided after, in one upsert whose row lock
-    serializes the agent's gates: the day total it answers, less this estimate, is exactly what
-    the rule would have read from the locked row; a gate that does not allow gives it back.
+    For an agent with a daily cap, the day's money is reserved first and decided after, in one
+    upsert whose row lock serializes the agent's gates: the day total it answers, less this
+    estimate, is exactly what the rule would have read from the locked row; a gate that does
+    not allow gives it back. Without a cap nothing reads the day's total: an ALLOW books its
+    reservation on the day row with the decision's other writes (one statement on PostgreSQL).
     """
     now = timezone.now()
     with transaction.atomic(), writes_together():
@@ -85,7 +87,10 @@ def model_call_gate(
         )
         day = None if task.terminal else now.date()
         spent_today = Decimal(0)
-        if day is not None:
+        # Only an agent with a daily cap needs the day's total before the decision; without
+        # one, the reservation is booked with the decision's other writes (below).
+        reads_day = day is not None and core.reads_spent_today(task.agent.daily_cost_cap)
+        if reads_day and day is not None:
             spent_today = move_day_money(agent.pk, day, reserved=estimate) - estimate
         reserved_before = state.tokens_reserved
         outcome = core.gate_model_call(
@@ -109,13 +114,16 @@ def model_call_gate(
             reserved_tokens=state.tokens_reserved - reserved_before if allowed else 0,
         )
         insert_row(call)
-        if day is not None and (not allowed or call.created_at.date() != day):
-            move_day_money_later(agent.pk, day, reserved=-estimate)
-            if allowed:
-                # On the day the call row records: the usage report and the reservation
-                # sweep release it from `call.created_at`'s day, which is after `now` by a
-                # few microseconds and so, at midnight, can be the next day.
-                move_day_money_later(agent.pk, call.created_at.date(), reserved=estimate)
+        # The reservation stands on the day the call row records: the usage report and the
+        # reservation sweep release it from `call.created_at`'s day, which is after `now` by
+        # a few microseconds and so, at midnight, can be the next day. Each day row is
+        # written once here (writes kept together must not touch one row twice).
+        booked = day if reads_day else None
+        if booked is not None and (not allowed or call.created_at.date() != booked):
+            move_day_money_later(agent.pk, booked, reserved=-estimate)
+            booked = None
+        if allowed and day is not None and booked is None:
+            move_day_money_later(agent.pk, call.created_at.date(), reserved=estimate)
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "model_call", outcome, model_call=call)
     return task, call, outcome

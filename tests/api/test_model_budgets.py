@@ -105,3 +105,28 @@ def test_it_applies_the_daily_cap_across_all_tasks_of_the_agent(make_agent, clie
     assert_stopped(answer, "PARTIAL", "spend_cap", "GUARD_COST_LIMIT")
     assert get_task(api, second["id"])["usage"]["model_calls"] == 0
     assert get_task(api, first["id"])["state"] == "RUNNING"
+
+
+@pytest.mark.parametrize("daily_cap", [None, "5.00"], ids=["no-cap", "cap"])
+def test_the_agent_day_holds_each_allowed_reservation_and_nothing_of_a_refused_gate(
+    make_agent, client, price, daily_cap
+):
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from agents.models import AgentDay
+
+    agent, token = make_agent("booked", **({"daily_cap": daily_cap} if daily_cap else {}))
+    api = Caller(client, token)
+    task = new_task(api, limits={"max_model_calls": 1})
+    allowed = gate(api, task["id"], est_prompt_tokens=5)  # reserves 0.005
+    assert allowed["decision"] == "ALLOW"
+    assert_stopped(gate(api, task["id"], est_prompt_tokens=7), "PARTIAL", "model_budget",
+                   "GUARD_ROUND_LIMIT")  # fmt: skip
+
+    day = AgentDay.objects.get(agent=agent, day=timezone.now().date())
+    assert (day.reserved, day.spent) == (Decimal("0.005"), Decimal(0))
+    settle(api, task["id"], allowed["model_call"], prompt_tokens=3, completion_tokens=0)
+    day.refresh_from_db()
+    assert (day.reserved, day.spent) == (Decimal(0), Decimal("0.003"))

@@ -103,3 +103,55 @@ def test_racing_gates_and_usage_reports_keep_the_agent_day_exact(
     for task in tasks:
         assert task.cost_spent == _sum(settled.filter(task=task), "cost")
         assert (task.state, task.reason) == (terms.PARTIAL, "spend_cap")
+
+
+def test_without_a_cap_racing_gates_still_book_the_agent_day_exactly(make_agent, api_for):
+    """No daily cap: no gate reads the day's total, each ALLOW books its reservation with the
+    decision's other writes. The day's money is still exactly the calls' money."""
+    ModelPrice.objects.create(
+        model="gpt-race", input_per_million=Decimal("1.00"), output_per_million=Decimal("2.00")
+    )
+    agent, token = make_agent("uncapped", namespace="ns-uncapped")
+    assert agent.daily_cost_cap is None
+    api = api_for(token)
+    limits = {"max_model_calls": 6}
+    task_ids = [
+        api.post("tasks", {"goal": f"spend {i}", "limits": limits})[1]["id"] for i in range(TASKS)
+    ]
+    failures: list[tuple[int, object]] = []
+    allow_number = itertools.count(1)
+
+    def spend(task_id: str) -> int:
+        allowed = 0
+        gate = {"model": "gpt-race", "est_prompt_tokens": 1000, "max_output_tokens": 500}
+        while True:
+            status, answer = api.post(f"tasks/{task_id}/model-calls", gate)
+            if status != 200:
+                failures.append((status, answer))
+                return allowed
+            if answer["decision"] == terms.STOP:
+                return allowed
+            allowed += 1
+            if next(allow_number) % 3 == 0:
+                continue  # stays reserved
+            usage = {"prompt_tokens": 500, "completion_tokens": 500}
+            path = f"tasks/{task_id}/model-calls/{answer['model_call']}/usage"
+            status, answer = api.post(path, usage)
+            if status != 200:
+                failures.append((status, answer))
+
+    allowed = race(
+        [lambda t=t: spend(task_ids[t % TASKS]) for t in range(TASKS * THREADS_PER_TASK)]
+    )
+
+    assert failures == []
+    assert sum(allowed) == TASKS * limits["max_model_calls"]
+    calls = ModelCall.objects.filter(task__agent=agent, decision=terms.ALLOW)
+    settled, open_ = calls.exclude(settled_at=None), calls.filter(settled_at=None)
+    assert settled.exists() and open_.exists()
+    day = AgentDay.objects.get(agent=agent, day=timezone.now().date())
+    assert day.spent == _sum(settled, "cost") == Decimal("0.001500") * settled.count()
+    assert day.reserved == _sum(open_, "reserved_cost") == ESTIMATE * open_.count()
+    tasks = Task.objects.filter(pk__in=task_ids)
+    assert sum(t.cost_spent for t in tasks) == day.spent
+    assert sum(t.cost_reserved for t in tasks) == day.reserved
