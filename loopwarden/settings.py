@@ -164,6 +164,12 @@ def _database() -> dict:
             f"DATABASE_URL={_without_password(url)!r} names no database: end it with /dbname, "
             "as in postgres://user:password@host:5432/dbname"
         )
+    elif DB_PREPARED_STATEMENTS:
+        # The hot path's prepared statements (agents.prepared.hot_cursor) are fixed-shape
+        # lookups and writes by key: one generic plan each, made once per connection, rather
+        # than a plan made again at every execution. Only prepared statements are concerned,
+        # and nothing else prepares (Django's default): a startup option, no statement sent.
+        config.setdefault("OPTIONS", {})["options"] = "-c plan_cache_mode=force_generic_plan"
     return config
 
 
@@ -172,11 +178,11 @@ def _without_password(url: str) -> str:
     return re.sub(r"^([^:/]+://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
-DATABASES = {"default": _database()}
 # PostgreSQL with persistent connections (DB_CONN_MAX_AGE not 0): the guard's hot-path
 # statements run as prepared statements (agents.prepared.hot_cursor). Off behind a pooler that
 # cannot keep them (PgBouncer in transaction mode before 1.21).
 DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
+DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
