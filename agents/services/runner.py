@@ -20,7 +20,7 @@ from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.prepared import insert_row, save_columns, writes_together
+from agents.prepared import decision_transaction, insert_row, save_columns
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -79,7 +79,7 @@ def model_call_gate(
     reservation on the day row with the decision's other writes (one statement on PostgreSQL).
     """
     now = timezone.now()
-    with transaction.atomic(), writes_together():
+    with decision_transaction():
         task = lock_task(task_id, agent=agent)
         state = to_state(task)
         tokens, estimate = model_estimate(
@@ -144,7 +144,7 @@ def model_call_usage(
     Always recorded, even after the task stopped: the money was spent.
     """
     now = timezone.now()
-    with transaction.atomic(), writes_together():
+    with decision_transaction():
         task, call = lock_task_and_model_call(task_id, model_call_id, agent=agent)
         _check_settleable(call)
         actual = cost_of(catalog_of(task), call.model, prompt_tokens, completion_tokens)
@@ -285,7 +285,7 @@ def _tool_call_request_once(
     request = _tool_request(tool, args, effect, operation_key, job_id, policy)
     request.vectors = embeddings.vectors_for(task_id=task_id, agent=agent, request=request)
     try:
-        with transaction.atomic(), writes_together():
+        with decision_transaction():
             keyed = effect == terms.WRITE and bool(operation_key)
             # A keyed write reads its key's row id with the lock (a read has none to read),
             # a request that names its model call whether that call is the task's.
@@ -397,7 +397,7 @@ def tool_call_result(
     unless the late result proves the commit.
     """
     now = timezone.now()
-    with transaction.atomic(), writes_together():
+    with decision_transaction():
         task, call = lock_task_and_call(task_id, tool_call_id, agent=agent)
         if call.decision != terms.EXECUTE:
             raise Conflict(

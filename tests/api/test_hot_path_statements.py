@@ -170,3 +170,40 @@ def test_a_hot_cursor_is_djangos_wrapper(db, persistent):
         assert cursor.fetchone() == (42,)
     assert captured[0]["sql"] == "SELECT 41::int + 1"
     assert any("SELECT $1::int + 1" in sql for sql in prepared_statements())
+
+
+# -- a decision's transaction of its own (no test transaction around it) ----------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_kept_write_commits_nothing_and_raises_djangos_error(agent_row, make_task):
+    from django.db import IntegrityError
+
+    from agents.prepared import decision_transaction
+
+    task = make_task()
+    ModelCall.objects.create(task=task, seq=1, phase=1, decision=terms.ALLOW, model="first")
+    with pytest.raises(IntegrityError), decision_transaction():
+        task.goal = "changed"
+        save_columns(task, ["goal"])
+        insert_row(ModelCall(task=task, seq=1, phase=1, decision=terms.ALLOW, model="again"))
+
+    assert Task.objects.get(pk=task.pk).goal != "changed"
+    assert list(ModelCall.objects.filter(task=task).values_list("model", flat=True)) == ["first"]
+    with decision_transaction():  # the connection is usable again
+        save_columns(task, ["goal"])
+    assert Task.objects.get(pk=task.pk).goal == "changed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_save_of_no_row_rolls_the_decision_back(agent_row, make_task):
+    from agents.prepared import decision_transaction
+
+    task = make_task()
+    gone = Task.objects.get(pk=task.pk)
+    gone.pk = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(DatabaseError, match="did not affect any rows"), decision_transaction():
+        insert_row(ModelCall(task=task, seq=1, phase=1, decision=terms.ALLOW, model="m"))
+        save_columns(gone, ["goal"])
+
+    assert not ModelCall.objects.filter(task=task).exists()
