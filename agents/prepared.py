@@ -54,8 +54,24 @@ def hot_cursor(using: str = "default") -> Any:
         if raw.prepare_threshold is None:
             raw.prepare_threshold = _ONLY_WHEN_ASKED
         cursor = _preparing_cursor_class()(raw)
-        _match_timezone(connection, cursor)
+        if _timezone_differs(connection, raw):
+            _match_timezone(connection, cursor)
         return connection._prepare_cursor(cursor)
+
+
+_TIMEZONES = threading.local()
+
+
+def _timezone_differs(connection, raw) -> bool:
+    """Whether the connection's timestamp loader disagrees with Django's time zone, asked once
+    per driver connection (both are set when the connection opens)."""
+    known = getattr(_TIMEZONES, "known", None)
+    if known is None or known[0] is not raw:
+        from psycopg.pq import Format
+
+        tzloader = raw.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+        known = _TIMEZONES.known = (raw, connection.timezone != tzloader.timezone)
+    return known[1]
 
 
 def _prepares(connection) -> bool:
@@ -100,14 +116,11 @@ class _Sent:
 
 
 def _match_timezone(connection, cursor) -> None:
-    """What Django's `create_cursor` does for its own cursors: the connection's time zone for
-    timestamps read, when the connection's loader disagrees."""
+    """What Django's `create_cursor` does for its own cursors when the connection's timestamp
+    loader disagrees with Django's time zone: register Django's on the cursor."""
     from django.db.backends.postgresql.psycopg_any import register_tzloader
-    from psycopg.pq import Format
 
-    tzloader = connection.connection.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
-    if connection.timezone != tzloader.timezone:
-        register_tzloader(connection.timezone, cursor)
+    register_tzloader(connection.timezone, cursor)
 
 
 _TIMESTAMPTZ_OID = 1184

@@ -8,7 +8,9 @@ HTTP, through the thin client, as agents see it:
    verified progress; every fourth tool a write claimed in the ledger), a fresh task every 15
    rounds. Decisions per second and p50/p95/p99 latency, per endpoint and overall.
 2. The same N threads against a baseline endpoint doing one single-row UPDATE in one
-   transaction behind the same authentication (`devtools/server.py`), and the ratio.
+   transaction behind the same authentication (`devtools/server.py`), and the ratio. The two
+   alternate in `--slices` slices (agents carry their tasks across slices), so a machine whose
+   speed drifts during the run slows both alike; the ratio of each pair of slices is shown too.
 3. Decision latency on a task with 10 prior trace rows versus one with 5,000. Those rows are
    bulk-inserted through the ORM for speed; the measured decisions are real HTTP requests.
    A decision reads and writes one task row, whatever the trace length, so the ratio should
@@ -112,7 +114,10 @@ class Command(BaseCommand):
                             help="tool request + result pairs per keep-alive measure")
         parser.add_argument("--quick", action="store_true",
                             help="a bounded run: 5 s phases, short traces, a small soak")
-        parser.add_argument("--seconds", type=float, default=10.0, help="per throughput phase")
+        parser.add_argument("--seconds", type=float, default=10.0,
+                            help="throughput phase: seconds of decisions, and of the baseline")
+        parser.add_argument("--slices", type=int, default=5,
+                            help="alternating slices the throughput phase is cut into")
         parser.add_argument(
             "--database-url",
             default="postgres://postgres@127.0.0.1:5432/loopwarden_bench",
@@ -143,9 +148,9 @@ class Command(BaseCommand):
                         trace_length=min(opts["trace_length"], 500), pairs=min(opts["pairs"], 10),
                         soak_decisions=min(opts["soak_decisions"], 640))  # fmt: skip
         if (min(counts) < 1 or opts["seconds"] <= 0 or opts["samples"] < 1
-                or opts["threshold_samples"] < 1):  # fmt: skip
+                or opts["threshold_samples"] < 1 or opts["slices"] < 1):  # fmt: skip
             raise CommandError(
-                "--agents, --seconds, --samples and --threshold-samples must be positive"
+                "--agents, --seconds, --slices, --samples and --threshold-samples must be positive"
             )
         opts["database"] = "SQLite (the embedded default)" if sqlite else "PostgreSQL"
         self.say(f"database {url}: creating if missing, migrating")
@@ -168,11 +173,12 @@ class Command(BaseCommand):
             drive_baseline(server.api, tokens[: counts[0]], 1.0)
             phases = []
             for count in counts:
-                self.say(f"{count} agents for {opts['seconds']:g} s")
-                decisions = drive_agents(server.api, tokens[:count], opts["seconds"])
-                self.say(f"baseline, {count} threads for {opts['seconds']:g} s")
-                baseline = drive_baseline(server.api, tokens[:count], opts["seconds"])
-                phases.append((count, decisions, baseline))
+                self.say(f"{count} agents and the baseline, {opts['seconds']:g} s each, in "
+                         f"{opts['slices']} alternating slices")  # fmt: skip
+                decisions, baseline, ratios = interleaved(
+                    server.api, tokens[:count], opts["seconds"], opts["slices"]
+                )
+                phases.append((count, decisions, baseline, ratios))
             self.say(f"trace length 10 vs {opts['trace_length']}, {opts['samples']} rounds each")
             short, long, one_by_one = trace_latency(server.api, tokens[0], opts["trace_length"],
                                                     opts["samples"])  # fmt: skip
@@ -190,9 +196,9 @@ class Command(BaseCommand):
                 soak = drive_soak(server.api, tokens[: opts["soak_agents"]],
                                   opts["soak_decisions"])  # fmt: skip
         opts["load_after"] = os.getloadavg()[0]
-        for count, decisions, baseline in phases:
+        for count, decisions, baseline, ratios in phases:
             opts["agents"] = count
-            self.report(opts, decisions, baseline, short, long, one_by_one)
+            self.report(opts, decisions, baseline, ratios, short, long, one_by_one)
         self.report_novelty(opts, *novelty)
         self.report_threshold(*threshold)
         self.report_pairs(*pairs)
@@ -216,6 +222,7 @@ class Command(BaseCommand):
         opts: dict[str, Any],
         decisions: Run,
         baseline: Run,
+        ratios: list[float],
         short: Samples,
         long: Samples,
         one_by_one: list[float],
@@ -227,7 +234,8 @@ class Command(BaseCommand):
             f"LOG_LEVEL={opts['log_level']}, {os.cpu_count()} CPUs")  # fmt: skip
         out(f"machine load (1-min average, other processes included): "
             f"{opts['load_before']:.2f} before, {opts['load_after']:.2f} after")  # fmt: skip
-        out(f"throughput: {opts['agents']} concurrent clients, {opts['seconds']:g} s per phase")
+        out(f"throughput: {opts['agents']} concurrent clients, {opts['seconds']:g} s each for the "
+            f"decisions and the baseline, in {opts['slices']} alternating slices")  # fmt: skip
         out("")
         head = f"{'workload':<30}{'requests':>10}{'per s':>10}{PERCENTILE_HEADS}"
         out(head)
@@ -243,6 +251,9 @@ class Command(BaseCommand):
         base_rate = len(base) / baseline.seconds
         if every and base:
             out(ratio_row("decisions / baseline", every, base, f"{rate / base_rate:>10.2f}"))
+            ordered = sorted(ratios)
+            out(f"  throughput ratio per slice: median {ordered[len(ordered) // 2]:.2f}, "
+                f"{ordered[0]:.2f}-{ordered[-1]:.2f} over {len(ordered)} slices")  # fmt: skip
         errors = decisions.errors + baseline.errors
         out(f"errors: {errors}   unexpected stops: {decisions.stops}   "
             f"tasks: {decisions.tasks}")  # fmt: skip
@@ -280,10 +291,13 @@ class Command(BaseCommand):
         out(ratio_row(f"{opts['trace_length']} / 10 prior calls", long_all, short_all))
         if one_by_one is not None:
             out(ratio_row("decisions (10) / baseline", short_all, one_by_one))
+        base = percentile(one_by_one, 50) if one_by_one is not None else None
         for name in ("gate", "usage", "tool", "result"):
             ratio = percentile(long[name], 50) / percentile(short[name], 50)
+            versus = (f";  {percentile(short[name], 50) / base:.2f}x the baseline's p50"
+                      if base else "")  # fmt: skip
             out(f"  {name:<28}p50 {percentile(short[name], 50):6.2f} -> "
-                f"{percentile(long[name], 50):6.2f} ms  (x{ratio:.2f})")  # fmt: skip
+                f"{percentile(long[name], 50):6.2f} ms  (x{ratio:.2f}){versus}")  # fmt: skip
 
     def report_novelty(
         self, opts: dict[str, Any], short: Samples, long: Samples, one_by_one: list[float]
@@ -466,6 +480,15 @@ class Run:
             self.stops += stops
             self.tasks += tasks
 
+    def absorb(self, other: Run) -> None:
+        """Add another run's samples, counts and time (one slice of an interleaved phase)."""
+        self.merge(other.samples, errors=other.errors, stops=other.stops, tasks=other.tasks)
+        self.seconds += other.seconds
+
+    def rate(self, names: tuple[str, ...]) -> float:
+        """Requests per second of the endpoints `names`."""
+        return sum(len(self.samples.get(name, [])) for name in names) / self.seconds
+
 
 def timed(samples: Samples, name: str, call: Callable[..., Any], *args: Any, **kw: Any) -> Any:
     """Call, noting the latency under `name` and the server's statement count under
@@ -529,18 +552,30 @@ def for_seconds(
     return run
 
 
-def drive_agents(api: str, tokens: list[str], seconds: float) -> Run:
+def drive_agents(
+    api: str, tokens: list[str], seconds: float, carry: dict[str, tuple[str, int]] | None = None
+) -> Run:
+    """Each token's agent loops rounds on a task of its own for `seconds`. With `carry`, a slice
+    of a longer run: an agent goes on with the task `carry` holds for its token and, when the
+    time is up, leaves it running for the next slice (`stop_carried` ends them); without it,
+    the task in progress is stopped at the end."""
+
     def agent(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
         errors = stops = tasks = 0
         with bench_client(api, token) as client:
             while time.monotonic() < stop_at:
-                task_id = client.create_task("bench: export every invoice")["id"]
-                tasks += 1
+                task_id, first = carry.pop(token, (None, 1)) if carry is not None else (None, 1)
+                if task_id is None:
+                    task_id = client.create_task("bench: export every invoice")["id"]
+                    tasks += 1
                 try:
-                    for n in range(1, ROUNDS_PER_TASK + 1):
+                    for n in range(first, ROUNDS_PER_TASK + 1):
                         if time.monotonic() >= stop_at:
-                            client.stop(task_id, reason="bench over")
+                            if carry is not None:
+                                carry[token] = (task_id, n)
+                            else:
+                                client.stop(task_id, reason="bench over")
                             break
                         one_round(client, task_id, n, samples)
                     else:
@@ -553,6 +588,33 @@ def drive_agents(api: str, tokens: list[str], seconds: float) -> Run:
         run.merge(samples, errors=errors, stops=stops, tasks=tasks)
 
     return for_seconds(agent, tokens, seconds)
+
+
+def stop_carried(api: str, carry: dict[str, tuple[str, int]]) -> None:
+    """Stop the tasks a sliced run left running."""
+    for token, (task_id, _n) in carry.items():
+        with bench_client(api, token) as client:
+            client.stop(task_id, reason="bench over")
+    carry.clear()
+
+
+def interleaved(
+    api: str, tokens: list[str], seconds: float, slices: int
+) -> tuple[Run, Run, list[float]]:
+    """The throughput phase: `slices` alternating slices of agents and of the baseline, the
+    same threads, `seconds` in all for each. A machine whose speed drifts during the run (other
+    tenants, frequency) then slows both alike; the ratio of each pair of slices is returned
+    too. Agents carry their tasks across slices, as one run of `seconds` would."""
+    decisions, baseline, ratios = Run(), Run(), []
+    carry: dict[str, tuple[str, int]] = {}
+    for _ in range(slices):
+        agents = drive_agents(api, tokens, seconds / slices, carry)
+        calls = drive_baseline(api, tokens, seconds / slices)
+        ratios.append(agents.rate(DECISIONS) / calls.rate(("baseline",)))
+        decisions.absorb(agents)
+        baseline.absorb(calls)
+    stop_carried(api, carry)
+    return decisions, baseline, ratios
 
 
 def drive_baseline(api: str, tokens: list[str], seconds: float) -> Run:
