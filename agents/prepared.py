@@ -238,6 +238,8 @@ class _Compiled:
 
 
 _UPDATES = threading.local()
+# The fields of each (model, set of names) an update names, found once.
+_UPDATE_FIELDS: dict[tuple[type[Model], frozenset[str]], list[Field]] = {}
 
 
 def save_columns(obj: Model, update_fields: list[str], using: str = "default") -> None:
@@ -257,12 +259,14 @@ def save_columns(obj: Model, update_fields: list[str], using: str = "default") -
     ):
         obj.save(update_fields=update_fields, using=using)
         return
-    names = set(update_fields)
-    fields = [
-        f
-        for f in meta.local_concrete_fields
-        if not f.primary_key and not f.generated and (f.name in names or f.attname in names)
-    ]
+    names = frozenset(update_fields)
+    fields = _UPDATE_FIELDS.get((model, names))
+    if fields is None:
+        fields = _UPDATE_FIELDS[model, names] = [
+            f
+            for f in meta.local_concrete_fields
+            if not f.primary_key and not f.generated and (f.name in names or f.attname in names)
+        ]
     if len(fields) != len(names):  # an unknown name: save() says which
         obj.save(update_fields=update_fields, using=using)
         return
@@ -316,6 +320,7 @@ def _one_row_updated(updated: int) -> None:
 
 
 _INSERTS = threading.local()
+_INSERT_FIELDS: dict[type[Model], list[Field]] = {}  # the fields an INSERT writes, per model
 
 
 def insert_row(obj: Model, using: str = "default") -> None:
@@ -342,7 +347,11 @@ def insert_row(obj: Model, using: str = "default") -> None:
     if not connection.features.can_return_columns_from_insert:
         obj.save(using=using)
         return
-    fields = [f for f in meta.local_concrete_fields if not f.generated and f is not auto]
+    fields = _INSERT_FIELDS.get(model)
+    if fields is None:
+        fields = _INSERT_FIELDS[model] = [
+            f for f in meta.local_concrete_fields if not f.generated and f is not auto
+        ]
     values = [f.pre_save(obj, True) for f in fields]
     if any(hasattr(v, "resolve_expression") for v in values) or any(
         hasattr(f, "get_placeholder") for f in fields
