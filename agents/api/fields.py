@@ -70,18 +70,27 @@ class StrictBool(serializers.BooleanField):
         return data
 
 
+class ParsedJSON(serializers.JSONField):
+    """A value of a body the API's one parser (`agents.api.parsers`) decoded from JSON: taken
+    as it is. DRF's JSONField encodes the value again to prove it is JSON, which for a tool's
+    result costs as much as the body is long and cannot fail on what `json.loads` returned."""
+
+    def to_internal_value(self, data):
+        return data
+
+
 @extend_schema_field({"type": "object", "additionalProperties": True})
-class JSONObject(serializers.JSONField):
+class JSONObject(ParsedJSON):
     default_error_messages = {"invalid": "Must be a JSON object."}
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):
             self.fail("invalid")
-        return super().to_internal_value(data)
+        return data
 
 
 @extend_schema_field(OpenApiTypes.ANY)
-class AnyJSON(serializers.JSONField):
+class AnyJSON(ParsedJSON):
     """Any JSON value (the tool's own data, evidence judged by the guard)."""
 
 
