@@ -207,3 +207,32 @@ def test_a_kept_save_of_no_row_rolls_the_decision_back(agent_row, make_task):
         save_columns(gone, ["goal"])
 
     assert not ModelCall.objects.filter(task=task).exists()
+
+
+# -- one generic plan per prepared statement --------------------------------------------------
+
+
+def test_the_connection_plans_prepared_statements_once(db):
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone() == ("force_generic_plan",)
+
+
+@pytest.mark.parametrize(("switch", "options"), [("true", True), ("false", False)])
+def test_the_generic_plan_option_follows_db_prepared_statements(switch, options):
+    import os
+    import subprocess
+    import sys
+
+    from tests.live import ROOT
+
+    env = {**os.environ, "DB_PREPARED_STATEMENTS": switch, "PYTHONWARNINGS": "ignore"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; os.environ['DJANGO_SETTINGS_MODULE'] = "
+         "'loopwarden.settings'; from django.conf import settings; "
+         "print(settings.DATABASES['default'].get('OPTIONS', {}).get('options', ''))"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert ("plan_cache_mode=force_generic_plan" in done.stdout) is options
