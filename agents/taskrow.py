@@ -6,11 +6,15 @@ and `ledger.services` build on it.
 
 Lock order, everywhere a transaction takes more than one row lock:
 
-    1. the task row (`lock_task`; `lock_task_and_call` locks a tool call of the task with it,
-       task first: PostgreSQL locks a statement's rows in the order of its `FOR ... OF` list),
+    1. the task row (`lock_task`; `lock_task_and_call` and `lock_task_and_model_call` lock a
+       call of the task with it, task first: PostgreSQL locks a statement's rows in the order
+       of its `FOR ... OF` list),
     2. then the ledger's operation row (`ledger.services.operation_lock`, a
        `select_for_update` of the operation, or an UPDATE of it: a claim or a settle),
-    3. then the agent's day row (`agents.services.common.move_day_money`).
+    3. then the agent's day row (`agents.services.common.move_day_money`, or
+       `move_day_money_later`, whose upsert goes in the decision's closing statement with the
+       trace row and the task row's update: `agents.prepared.writes_together`; every row that
+       statement writes besides the day row is already locked, so the day row is still last).
 
 Never an operation before its task: an event or trace row that references the task waits for
 the task row lock on PostgreSQL, so holding an operation meanwhile deadlocks with a tool
@@ -73,8 +77,6 @@ _MARK_AGENT = 8_765_432_109_876
 _MARK_CALL = 8_765_432_109_877
 _TASK_PK = Task._meta.pk
 _AGENT_PK = Agent._meta.pk
-_CALL_PK = ToolCall._meta.pk
-_MODEL_CALL_PK = ModelCall._meta.pk
 
 # The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of
 # a task with one of its calls: fixed shapes, compiled once per connection (agents.prepared).
@@ -85,36 +87,26 @@ _LOCK_OWN = Prepared(
 _LOCK_ANY = Prepared(
     lambda task: _as_get(_lock_query().filter(pk=task)), {"task": (_TASK_PK, _MARK_TASK)}
 )
-_LOCK_WITH_CALL = Prepared(
-    lambda call, task, agent: _as_get(
-        ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
-        .select_related("task", "task__agent")
-        .annotate(catalog_version=catalog_version_subquery())
-        .filter(task__agent=agent)
-        .filter(pk=call, task_id=task)
-    ),
-    {
-        "call": (_CALL_PK, _MARK_CALL),
-        "task": (_TASK_PK, _MARK_TASK),
-        "agent": (_AGENT_PK, _MARK_AGENT),
-    },
-)
+def _lock_with_call(model: type[ToolCall] | type[ModelCall]) -> Prepared:
+    """The lock of a task with one of its calls (`model`'s rows), task first."""
+    return Prepared(
+        lambda call, task, agent: _as_get(
+            model.objects.select_for_update(no_key=True, of=("task", "self"))
+            .select_related("task", "task__agent")
+            .annotate(catalog_version=catalog_version_subquery())
+            .filter(task__agent=agent)
+            .filter(pk=call, task_id=task)
+        ),
+        {
+            "call": (model._meta.pk, _MARK_CALL),
+            "task": (_TASK_PK, _MARK_TASK),
+            "agent": (_AGENT_PK, _MARK_AGENT),
+        },
+    )
 
 
-_LOCK_WITH_MODEL_CALL = Prepared(
-    lambda call, task, agent: _as_get(
-        ModelCall.objects.select_for_update(no_key=True, of=("task", "self"))
-        .select_related("task", "task__agent")
-        .annotate(catalog_version=catalog_version_subquery())
-        .filter(task__agent=agent)
-        .filter(pk=call, task_id=task)
-    ),
-    {
-        "call": (_MODEL_CALL_PK, _MARK_CALL),
-        "task": (_TASK_PK, _MARK_TASK),
-        "agent": (_AGENT_PK, _MARK_AGENT),
-    },
-)
+_LOCK_WITH_CALL = _lock_with_call(ToolCall)
+_LOCK_WITH_MODEL_CALL = _lock_with_call(ModelCall)
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,35 +192,33 @@ def lock_task_and_call(
     granted. Everything that writes a call row holds its task's lock, so this lock never waits
     on its own. A call that is not in the task: NotFound, TASK_NOT_FOUND first.
     """
-    try:
-        rows = _LOCK_WITH_CALL.rows(call=tool_call_id, task=task_id, agent=agent.pk)
-        if not rows:
-            raise ToolCall.DoesNotExist
-        (call,) = rows
-    except (ToolCall.DoesNotExist, ValueError, ValidationError):
-        lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
-        raise NotFound("No such tool call in this task.", code="TOOL_CALL_NOT_FOUND") from None
-    task = call.task
-    task.catalog_version = call.catalog_version
-    _remember_locked(task)
-    return task, call
+    return _lock_task_and(
+        _LOCK_WITH_CALL, tool_call_id, task_id, agent, "tool call", "TOOL_CALL_NOT_FOUND"
+    )
 
 
 def lock_task_and_model_call(
     task_id: uuid.UUID | str, model_call_id: int, *, agent: Agent
 ) -> tuple[Task, ModelCall]:
-    """`lock_task`, and the model call `model_call_id` of that task locked with it: one
-    statement, task first, for the same reason as `lock_task_and_call` (a duplicate usage
-    report that waited for the task lock reads the call as the first report left it). A call
-    that is not in the task: NotFound, TASK_NOT_FOUND first."""
+    """`lock_task`, and the model call `model_call_id` of that task locked with it, as
+    `lock_task_and_call` does for a tool call (a duplicate usage report that waited for the
+    task lock reads the call as the first report left it)."""
+    return _lock_task_and(
+        _LOCK_WITH_MODEL_CALL, model_call_id, task_id, agent, "model call", "MODEL_CALL_NOT_FOUND"
+    )
+
+
+def _lock_task_and(
+    lock: Prepared, call_id: int, task_id: uuid.UUID | str, agent: Agent, what: str, code: str
+) -> tuple[Task, Any]:
     try:
-        rows = _LOCK_WITH_MODEL_CALL.rows(call=model_call_id, task=task_id, agent=agent.pk)
-        if not rows:
-            raise ModelCall.DoesNotExist
-        (call,) = rows
-    except (ModelCall.DoesNotExist, ValueError, ValidationError):
+        rows = lock.rows(call=call_id, task=task_id, agent=agent.pk)
+    except (ValueError, ValidationError):
+        rows = []
+    if not rows:
         lock_task(task_id, agent=agent)  # TASK_NOT_FOUND when the task is not the agent's
-        raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND") from None
+        raise NotFound(f"No such {what} in this task.", code=code)
+    (call,) = rows
     task = call.task
     task.catalog_version = call.catalog_version
     _remember_locked(task)

@@ -14,7 +14,7 @@ from agents.api import auth
 from agents.guard import terms
 from agents.models import ApiToken, ToolCall, hash_token
 from agents.services import runner
-from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _LOCK_WITH_CALL, _as_get, _lock_query
+from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _as_get, _lock_query
 
 
 def django_sql(queryset):
@@ -55,30 +55,6 @@ def test_the_task_locks_are_the_querysets_get(agent_row, make_task):
         assert _LOCK_OWN.rows(task=uuid.uuid4(), agent=agent_row.pk) == []
         with pytest.raises(ValidationError):
             _LOCK_OWN.rows(task="not-a-uuid", agent=agent_row.pk)
-
-
-def test_the_task_and_call_lock_is_the_querysets_get(agent_row, make_task):
-    from agents.taskrow import catalog_version_subquery
-
-    task = make_task()
-    _task, call, outcome = runner.tool_call_request(
-        task_id=task.pk, agent=agent_row, tool="search", args={"q": 1}, effect=terms.READ
-    )
-    assert outcome.decision == terms.EXECUTE
-    with transaction.atomic():
-        values = {"call": call.pk, "task": str(task.pk), "agent": agent_row.pk}
-        queryset = (
-            ToolCall.objects.select_for_update(no_key=True, of=("task", "self"))
-            .select_related("task", "task__agent")
-            .annotate(catalog_version=catalog_version_subquery())
-            .filter(task__agent=agent_row)
-            .filter(pk=call.pk, task_id=str(task.pk))
-        )
-        sql, params = django_sql(_as_get(queryset))
-        assert _LOCK_WITH_CALL.compiled_sql(**values) == (sql, list(params))
-        (locked,) = _LOCK_WITH_CALL.rows(**values)
-        assert locked == call and locked.task == task and locked.task.agent == agent_row
-        assert locked.args == {"q": 1} and locked.task.limits == task.limits
 
 
 def test_a_prepared_lock_outside_a_transaction_is_refused_as_djangos(
@@ -137,28 +113,51 @@ def test_save_columns_sends_the_update_save_sends(agent_row, make_task):
         save_columns(gone, ["goal"])
 
 
-def test_the_task_and_model_call_lock_is_the_querysets_get(agent_row, make_task):
-    from agents.models import ModelCall
-    from agents.taskrow import _LOCK_WITH_MODEL_CALL, catalog_version_subquery
+def _a_tool_call(task, agent_row):
+    _task, call, outcome = runner.tool_call_request(
+        task_id=task.pk, agent=agent_row, tool="search", args={"q": 1}, effect=terms.READ
+    )
+    assert outcome.decision == terms.EXECUTE
+    return call
 
+
+def _a_model_call(task, agent_row):
+    _task, call, outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
+    assert outcome.decision == terms.ALLOW
+    return call
+
+
+@pytest.mark.parametrize(
+    ("lock_name", "model_name", "make_call"),
+    [("_LOCK_WITH_CALL", "ToolCall", _a_tool_call),
+     ("_LOCK_WITH_MODEL_CALL", "ModelCall", _a_model_call)],
+    ids=["tool-call", "model-call"],
+)  # fmt: skip
+def test_the_task_and_call_locks_are_the_querysets_get(
+    agent_row, make_task, lock_name, model_name, make_call
+):
+    from agents import models, taskrow
+    from agents.taskrow import catalog_version_subquery
+
+    lock, model = getattr(taskrow, lock_name), getattr(models, model_name)
     task = make_task()
-    _task, call, _outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
+    call = make_call(task, agent_row)
     with transaction.atomic():
         values = {"call": call.pk, "task": str(task.pk), "agent": agent_row.pk}
         queryset = (
-            ModelCall.objects.select_for_update(no_key=True, of=("task", "self"))
+            model.objects.select_for_update(no_key=True, of=("task", "self"))
             .select_related("task", "task__agent")
             .annotate(catalog_version=catalog_version_subquery())
             .filter(task__agent=agent_row)
             .filter(pk=call.pk, task_id=str(task.pk))
         )
         sql, params = django_sql(_as_get(queryset))
-        assert _LOCK_WITH_MODEL_CALL.compiled_sql(**values) == (sql, list(params))
-        (locked,) = _LOCK_WITH_MODEL_CALL.rows(**values)
+        assert lock.compiled_sql(**values) == (sql, list(params))
+        (locked,) = lock.rows(**values)
         assert locked == call and locked.task == task and locked.task.agent == agent_row
-        assert locked.decision == terms.ALLOW and locked.task.limits == task.limits
-        assert _LOCK_WITH_MODEL_CALL.rows(**{**values, "call": call.pk + 1}) == []
-        assert _LOCK_WITH_MODEL_CALL.rows(**{**values, "task": str(uuid.uuid4())}) == []
+        assert locked.decision == call.decision and locked.task.limits == task.limits
+        assert lock.rows(**{**values, "call": call.pk + 1}) == []
+        assert lock.rows(**{**values, "task": str(uuid.uuid4())}) == []
 
 
 def test_the_lock_with_the_model_call_probes_is_the_querysets_get(

@@ -34,6 +34,38 @@ def _sum(query, field) -> Decimal:
     return query.aggregate(total=Sum(field))["total"] or Decimal(0)
 
 
+def spend_racing(api, task_ids: list[str], prompt_tokens: int) -> tuple[list[int], list]:
+    """THREADS_PER_TASK threads per task gate and settle until the guard stops their task;
+    every fourth allowed call stays unsettled. The calls each thread was allowed, and every
+    answer that was not 200."""
+    failures: list[tuple[int, object]] = []
+    allow_number = itertools.count(1)  # next() is atomic under the GIL
+
+    def spend(task_id: str) -> int:
+        allowed = 0
+        gate = {"model": "gpt-race", "est_prompt_tokens": 1000, "max_output_tokens": 500}
+        while True:
+            status, answer = api.post(f"tasks/{task_id}/model-calls", gate)
+            if status != 200:
+                failures.append((status, answer))
+                return allowed
+            if answer["decision"] == terms.STOP:
+                return allowed
+            allowed += 1
+            if next(allow_number) % 4 == 0:
+                continue  # a reservation that is never settled stays reserved
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 500}
+            path = f"tasks/{task_id}/model-calls/{answer['model_call']}/usage"
+            status, answer = api.post(path, usage)
+            if status != 200:
+                failures.append((status, answer))
+
+    tasks = len(task_ids)
+    threads = range(tasks * THREADS_PER_TASK)
+    allowed = race([lambda t=t: spend(task_ids[t % tasks]) for t in threads])
+    return allowed, failures
+
+
 @pytest.mark.parametrize(
     ("prompt_tokens", "actual"),
     [
@@ -53,32 +85,7 @@ def test_racing_gates_and_usage_reports_keep_the_agent_day_exact(
     agent, token = make_agent("spender", namespace="ns-spend", daily_cap=str(CAP))
     api = api_for(token)
     task_ids = [api.post("tasks", {"goal": f"spend {i}"})[1]["id"] for i in range(TASKS)]
-    failures: list[tuple[int, object]] = []
-    allow_number = itertools.count(1)  # next() is atomic under the GIL
-
-    def spend(task_id: str) -> int:
-        """Gate and settle until the guard stops the task; every fourth call stays unsettled."""
-        allowed = 0
-        gate = {"model": "gpt-race", "est_prompt_tokens": 1000, "max_output_tokens": 500}
-        while True:
-            status, answer = api.post(f"tasks/{task_id}/model-calls", gate)
-            if status != 200:
-                failures.append((status, answer))
-                return allowed
-            if answer["decision"] == terms.STOP:
-                return allowed
-            allowed += 1
-            if next(allow_number) % 4 == 0:
-                continue  # a reservation that is never settled stays reserved
-            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 500}
-            path = f"tasks/{task_id}/model-calls/{answer['model_call']}/usage"
-            status, answer = api.post(path, usage)
-            if status != 200:
-                failures.append((status, answer))
-
-    allowed = race(
-        [lambda t=t: spend(task_ids[t % TASKS]) for t in range(TASKS * THREADS_PER_TASK)]
-    )
+    allowed, failures = spend_racing(api, task_ids, prompt_tokens)
 
     assert failures == []
     calls = ModelCall.objects.filter(task__agent=agent, decision=terms.ALLOW)
@@ -118,31 +125,7 @@ def test_without_a_cap_racing_gates_still_book_the_agent_day_exactly(make_agent,
     task_ids = [
         api.post("tasks", {"goal": f"spend {i}", "limits": limits})[1]["id"] for i in range(TASKS)
     ]
-    failures: list[tuple[int, object]] = []
-    allow_number = itertools.count(1)
-
-    def spend(task_id: str) -> int:
-        allowed = 0
-        gate = {"model": "gpt-race", "est_prompt_tokens": 1000, "max_output_tokens": 500}
-        while True:
-            status, answer = api.post(f"tasks/{task_id}/model-calls", gate)
-            if status != 200:
-                failures.append((status, answer))
-                return allowed
-            if answer["decision"] == terms.STOP:
-                return allowed
-            allowed += 1
-            if next(allow_number) % 3 == 0:
-                continue  # stays reserved
-            usage = {"prompt_tokens": 500, "completion_tokens": 500}
-            path = f"tasks/{task_id}/model-calls/{answer['model_call']}/usage"
-            status, answer = api.post(path, usage)
-            if status != 200:
-                failures.append((status, answer))
-
-    allowed = race(
-        [lambda t=t: spend(task_ids[t % TASKS]) for t in range(TASKS * THREADS_PER_TASK)]
-    )
+    allowed, failures = spend_racing(api, task_ids, prompt_tokens=500)
 
     assert failures == []
     assert sum(allowed) == TASKS * limits["max_model_calls"]
