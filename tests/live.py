@@ -43,10 +43,15 @@ class Api:
     every answer as it is. One `httpx.Client` is shared by the threads (it is thread-safe).
     """
 
-    def __init__(self, base: str, token: str, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self, base: str, token: str, *, timeout: float = 60.0, keepalive: bool = True
+    ) -> None:
+        # keepalive=False: a new connection per request, so every request is accepted anew by
+        # whichever server worker takes it (kept-alive connections stay with one worker).
         self.http = httpx.Client(
             base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=timeout,
-            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+            limits=httpx.Limits(max_connections=200,
+                                max_keepalive_connections=50 if keepalive else 0),
         )  # fmt: skip
 
     def post(self, path: str, body: Mapping[str, Any] | None = None) -> tuple[int, Any]:
