@@ -137,7 +137,9 @@ class AgentDay(models.Model):
     Kept as a row so the spend-cap check reads one row instead of summing the day's calls.
     """
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="days")
+    # No index of its own: the unique (agent, day) index serves every lookup by agent, and
+    # one index fewer is one write fewer when a day row is inserted.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="days", db_index=False)
     day = models.DateField()
     spent = models.DecimalField(default=Decimal("0"), **MONEY)
     reserved = models.DecimalField(default=Decimal("0"), **MONEY)
@@ -325,7 +327,10 @@ class Phase(models.Model):
 class ModelCall(models.Model):
     """One request to the model-call gate, and its usage report once settled."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="model_call_rows")
+    # Served by the unique (task, seq) index: no index of its own (one write fewer per gate).
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="model_call_rows", db_index=False
+    )
     seq = models.PositiveIntegerField()
     phase = models.PositiveIntegerField()
     round = models.PositiveIntegerField(null=True, blank=True)
@@ -356,7 +361,10 @@ class ModelCall(models.Model):
 class ToolCall(models.Model):
     """One request to the tool gate, with its decision and, once reported, its result."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="tool_call_rows")
+    # Served by the unique (task, seq) index: no index of its own (one write fewer per request).
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="tool_call_rows", db_index=False
+    )
     seq = models.PositiveIntegerField()
     phase = models.PositiveIntegerField()
     model_call = models.ForeignKey(
