@@ -55,7 +55,10 @@ def hot_cursor(using: str = "default") -> Any:
             raw.prepare_threshold = _ONLY_WHEN_ASKED
         cursor = _preparing_cursor_class()(raw)
         if _timezone_differs(connection, raw):
-            _match_timezone(connection, cursor)
+            # What Django's `create_cursor` does for its own cursors in that case.
+            from django.db.backends.postgresql.psycopg_any import register_tzloader
+
+            register_tzloader(connection.timezone, cursor)
         return connection._prepare_cursor(cursor)
 
 
@@ -113,14 +116,6 @@ class _Sent:
         from psycopg import ClientCursor
 
         return ClientCursor(self._connection).mogrify(self._sql, self._params).encode()
-
-
-def _match_timezone(connection, cursor) -> None:
-    """What Django's `create_cursor` does for its own cursors when the connection's timestamp
-    loader disagrees with Django's time zone: register Django's on the cursor."""
-    from django.db.backends.postgresql.psycopg_any import register_tzloader
-
-    register_tzloader(connection.timezone, cursor)
 
 
 _TIMESTAMPTZ_OID = 1184
@@ -237,6 +232,16 @@ class _Compiled:
         return obj
 
 
+def _per_connection(store: threading.local, using: str, connection: Any) -> dict[Any, Any]:
+    """This thread's cache in `store` for the alias `using`, emptied when the alias's
+    connection object changed (statements are compiled for one connection)."""
+    cache = store.__dict__.setdefault(using, {})
+    if cache.get("connection") is not connection:
+        cache.clear()
+        cache["connection"] = connection
+    return cache
+
+
 _UPDATES = threading.local()
 # The fields of each (model, set of names) an update names, found once.
 _UPDATE_FIELDS: dict[tuple[type[Model], frozenset[str]], list[Field]] = {}
@@ -281,10 +286,7 @@ def save_columns(obj: Model, update_fields: list[str], using: str = "default") -
         obj.save(update_fields=update_fields, using=using)
         return
     shape = (model, tuple(f.attname for f in fields), tuple(v is None for v in prepped))
-    cache = _UPDATES.__dict__.setdefault(using, {})
-    if cache.get("connection") is not connection:
-        cache.clear()
-        cache["connection"] = connection
+    cache = _per_connection(_UPDATES, using, connection)
     sql = cache.get(shape)
     pk = meta.pk
     if sql is None:
@@ -314,9 +316,12 @@ def _ignore(_value: Any) -> None:
     pass
 
 
+_NO_ROW_UPDATED = "Save with update_fields did not affect any rows."  # Django's own words
+
+
 def _one_row_updated(updated: int) -> None:
     if not updated:
-        raise DatabaseError("Save with update_fields did not affect any rows.")
+        raise DatabaseError(_NO_ROW_UPDATED)
 
 
 _INSERTS = threading.local()
@@ -365,10 +370,7 @@ def insert_row(obj: Model, using: str = "default") -> None:
         obj.save(using=using)
         return
     returning = meta.db_returning_fields
-    cache = _INSERTS.__dict__.setdefault(using, {})
-    if cache.get("connection") is not connection:
-        cache.clear()
-        cache["connection"] = connection
+    cache = _per_connection(_INSERTS, using, connection)
     compiled = cache.get(model)
     if compiled is None:
         query = InsertQuery(model)
@@ -480,7 +482,7 @@ def decision_transaction(using: str = "default") -> Iterator[None]:
 def write_later(using: str, sql: str, params: list[Any]) -> bool:
     """Keep a write (SQL with a RETURNING clause) for the enclosing `writes_together` block; its
     answer is not read. False when there is no such block: the caller runs it now."""
-    return _later(using, _Write(sql, params, "1", lambda _value: None))
+    return _later(using, _Write(sql, params, "1", _ignore))
 
 
 def _later(using: str, write: _Write) -> bool:
@@ -504,7 +506,7 @@ def _send(using: str, batch: list[_Write]) -> None:
             row = cursor.fetchone()
     except DataError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == _NOT_ONE_ROW:
-            raise DatabaseError("Save with update_fields did not affect any rows.") from exc
+            raise DatabaseError(_NO_ROW_UPDATED) from exc
         raise
     for write, value in zip(writes, row, strict=True):
         write.done(value)
