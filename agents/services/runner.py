@@ -87,11 +87,12 @@ def model_call_gate(
         )
         day = None if task.terminal else now.date()
         spent_today = Decimal(0)
-        # Only an agent with a daily cap needs the day's total before the decision; without
-        # one, the reservation is booked with the decision's other writes (below).
-        reads_day = day is not None and core.reads_spent_today(task.agent.daily_cost_cap)
-        if reads_day and day is not None:
-            spent_today = move_day_money(agent.pk, day, reserved=estimate) - estimate
+        # Only an agent with a daily cap needs the day's total before the decision (the
+        # estimate is then reserved on `booked` first); without one, the reservation is booked
+        # with the decision's other writes (below).
+        booked = day if core.reads_spent_today(task.agent.daily_cost_cap) else None
+        if booked is not None:
+            spent_today = move_day_money(agent.pk, booked, reserved=estimate) - estimate
         reserved_before = state.tokens_reserved
         outcome = core.gate_model_call(
             state,
@@ -118,7 +119,6 @@ def model_call_gate(
         # reservation sweep release it from `call.created_at`'s day, which is after `now` by
         # a few microseconds and so, at midnight, can be the next day. Each day row is
         # written once here (writes kept together must not touch one row twice).
-        booked = day if reads_day else None
         if booked is not None and (not allowed or call.created_at.date() != booked):
             move_day_money_later(agent.pk, booked, reserved=-estimate)
             booked = None
