@@ -87,6 +87,8 @@ _LOCK_OWN = Prepared(
 _LOCK_ANY = Prepared(
     lambda task: _as_get(_lock_query().filter(pk=task)), {"task": (_TASK_PK, _MARK_TASK)}
 )
+
+
 def _lock_with_call(model: type[ToolCall] | type[ModelCall]) -> Prepared:
     """The lock of a task with one of its calls (`model`'s rows), task first."""
     return Prepared(

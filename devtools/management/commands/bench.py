@@ -247,8 +247,8 @@ class Command(BaseCommand):
                 out(row(f"  {name}", decisions.samples[name], decisions.seconds))
         base = baseline.samples["baseline"]
         out(row("baseline: 1-row UPDATE", base, baseline.seconds))
-        rate = len(every) / decisions.seconds
-        base_rate = len(base) / baseline.seconds
+        rate = decisions.rate(DECISIONS)
+        base_rate = baseline.rate(("baseline",))
         if every and base:
             out(ratio_row("decisions / baseline", every, base, f"{rate / base_rate:>10.2f}"))
             ordered = sorted(ratios)
