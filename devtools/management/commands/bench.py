@@ -86,9 +86,10 @@ class CountingTransport(httpx.HTTPTransport):
         return response
 
 
-def bench_client(api: str, token: str) -> Client:
-    """The thin client as agents use it: one httpx client, connections kept alive."""
-    return Client(api, token, timeout=60, transport=CountingTransport())
+def bench_client(api: str, token: str, transport: CountingTransport | None = None) -> Client:
+    """The thin client as agents use it: one httpx client, connections kept alive (in
+    `transport`'s pool when given, else a pool of its own)."""
+    return Client(api, token, timeout=60, transport=transport or CountingTransport())
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -695,14 +696,19 @@ def trace_latency(
 ) -> tuple[Samples, Samples, list[float]]:
     """Decision latencies on fresh 10-row tasks and on one `length`-row task, and of the
     baseline, interleaved and one at a time (no queueing: the cost of one request).
-    `novelty`: the tasks judge progress by data hashes instead of evidence."""
+    `novelty`: the tasks judge progress by data hashes instead of evidence.
+
+    The decisions and the baseline share one kept-alive connection, so one server worker
+    answers them all: a request that came on another connection would wake another worker
+    process, and whichever kind came first after the switch would pay for the wake-up."""
     short: Samples = defaultdict(list)
     long: Samples = defaultdict(list)
     baseline: Samples = defaultdict(list)
     headers = {"Authorization": f"Bearer {token}"}
+    shared = CountingTransport()
     with (
-        bench_client(api, token) as client,
-        httpx.Client(base_url=api, headers=headers, timeout=60) as http,
+        bench_client(api, token, shared) as client,
+        httpx.Client(base_url=api, headers=headers, timeout=60, transport=shared) as http,
     ):
         long_task = client.create_task("bench: a very long task")["id"]
         grow_trace(long_task, length, samples, novelty=novelty)
