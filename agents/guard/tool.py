@@ -372,16 +372,19 @@ def report_result(
 
     Always accepted, even on a stopped task: the tool ran and its call must close, and a
     committed write must reach the ledger. On a stopped task only the ledger change is
-    returned (`operation_state`/`operation_result`); no counter or window moves.
+    returned (`operation_state`/`operation_result`) and the call leaves the pending set; no
+    counter or window moves.
     """
     op_state, op_result = _ledger_change(task, call, result)
     ledger = {"operation_state": op_state, "operation_result": op_result}
-    if task.terminal:
-        return already_stopped(task, fingerprint=call.fingerprint, **ledger)
-    is_write = call.effect == WRITE
     fp = call.fingerprint
     if call.in_flight and fp in task.pending:
-        task.pending.remove(fp)  # no longer in flight; step 5 puts it in the window
+        # No longer in flight, stopped task or not (left there, it would count as a repeat of
+        # itself after a resume); on a running task step 5 puts it in the window.
+        task.pending.remove(fp)
+    if task.terminal:
+        return already_stopped(task, fingerprint=fp, **ledger)
+    is_write = call.effect == WRITE
 
     # 1. No usable result.
     unusable = _usable_kind(call, result)

@@ -12,7 +12,7 @@ from agents.models import Task
 from agents.services import sweeps
 from ledger.models import Operation
 
-from .helpers import NOTICE_KEY, assert_stopped, evidence, report, send_notice
+from .helpers import NOTICE_KEY, assert_stopped, evidence, report, request_tool, send_notice
 
 pytestmark = pytest.mark.django_db
 
@@ -73,4 +73,24 @@ def test_a_reconcile_of_an_expired_claim_empties_the_pending_set(agent_api, oper
         f"operations/{operation.pk}/reconcile", {"verdict": "NOT_COMMITTED", "note": "checked"}
     )
 
+    assert Task.objects.get(pk=task_id).pending == []
+
+
+def test_a_read_reporting_after_an_operator_stop_is_not_pending_after_the_resume(
+    agent_api, operator_api
+):
+    # A read executes, an operator stops the task while it runs, its result arrives late, the
+    # task is resumed: the call finished, so it must not count again as a pending repeat.
+    task_id = agent_api.post("tasks", {"goal": "look it up"}).body["id"]
+    asked = request_tool(agent_api, task_id, "search", {"q": "refund policy"})
+    assert asked["decision"] == "EXECUTE"
+    stopped = operator_api.post(f"tasks/{task_id}/stop", {"reason": "looking into it"})
+    assert stopped.status_code == 200, stopped.body
+
+    late = report(agent_api, task_id, asked["tool_call"], data={"hits": 3})
+
+    assert late["decision"] == "STOP"
+    assert Task.objects.get(pk=task_id).pending == []
+    resumed = operator_api.post(f"tasks/{task_id}/resume", {"reason": "carry on"})
+    assert resumed.status_code == 200, resumed.body
     assert Task.objects.get(pk=task_id).pending == []

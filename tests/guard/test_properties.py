@@ -297,12 +297,20 @@ def test_a_terminal_task_never_changes(limits, prefix, stop_reason, probes):
     state, reason = task.state, task.reason
     for probe in probes:
         before = asdict(task)
+        reporting = driver.executed[0].fingerprint if driver.executed else None
         out = driver.apply(probe)
         after = asdict(task)
         if probe[0] == "usage":
             # The money was spent: settlement is recorded even on a stopped task, by design.
             for name in ("cost_spent", "cost_reserved", "tokens_used"):
                 before.pop(name), after.pop(name)
+        if probe[0] == "result":
+            # The call that reported is no longer in flight: it leaves the pending set, once,
+            # and nothing else does.
+            expected = list(before.pop("pending"))
+            if reporting in expected:
+                expected.remove(reporting)
+            assert after.pop("pending") == expected
         if probe[0] == "advance":
             continue
         assert after == before

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 
 import pytest
@@ -386,6 +386,33 @@ def test_a_result_on_a_stopped_task_only_reports_the_ledger_change(
     assert (out.decision, out.reason, out.stopped_now) == (STOP, "deadline", False)
     assert (out.operation_state, out.operation_result) == (op_state, op_result)
     assert asdict(task) == before
+
+
+@pytest.mark.parametrize("req", [READ, WRITE], ids=["read", "write"])
+def test_a_result_on_a_stopped_task_takes_its_call_out_of_the_pending_set(req):
+    # The call ran and reported: it is no longer in flight, stopped task or not. Left pending,
+    # it would count as a repeat of itself for ever after a resume (nothing else removes it:
+    # the lease sweep skips a reported call).
+    task = make_task(state=PARTIAL)
+    task.reason = "deadline"
+    fp = call_of(req).fingerprint
+    task.pending = [fp, "another-call"]
+    before = asdict(task)
+    out = report(task, req, ok(data="r"))
+    assert (out.decision, out.reason, out.stopped_now) == (STOP, "deadline", False)
+    assert task.pending == ["another-call"]
+    after = asdict(task)
+    before.pop("pending"), after.pop("pending")
+    assert after == before  # nothing else moves: no counter, no window entry
+
+
+def test_a_released_call_reporting_late_on_a_stopped_task_removes_no_pending_entry():
+    task = make_task(state=PARTIAL)
+    task.reason = "deadline"
+    view = replace(call_of(READ), in_flight=False)  # its claim expired: already released
+    task.pending = [view.fingerprint]  # a second execution of the same call, still running
+    report_result(task, view, ok(data="r"), NOW)
+    assert task.pending == [view.fingerprint]
 
 
 def test_a_result_keeps_the_task_running_when_nothing_stops_it():
