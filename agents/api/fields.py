@@ -63,13 +63,6 @@ class StrictStr(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class StrictBool(serializers.BooleanField):
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
-
-
 class ParsedJSON(serializers.JSONField):
     """A value of a body the API's one parser (`agents.api.parsers`) decoded from JSON: taken
     as it is. DRF's JSONField encodes the value again to prove it is JSON, which for a tool's
