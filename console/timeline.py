@@ -210,12 +210,13 @@ def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
     The model calls' usage reports are replayed in between, through the guard's own streak
     (agents.guard.model.note_plan): the streak at each report is its "same plan" mark.
 
-    The window is rebuilt as the gate kept it: an executed call is pending until its result,
-    which joins the window (a poll's too) unless it stopped the task before the progress step
-    or the task was stopped already; progress (a higher revision, or a result novelty judged
-    new) clears it first; a reused write joins it at once; a BLOCKed or stopped request never
-    does, and a status poll is never counted. Requests and results are ordered by their
-    timestamps, exact for an agent that calls one tool at a time.
+    The window is rebuilt as the gate kept it: an executed call is pending until its result
+    (even one that came after a stop), which joins the window (a poll's too) unless it stopped
+    the task before the progress step or the task was stopped already; progress (a higher
+    revision, or a result novelty judged new) clears it first; a reused write joins it at
+    once; a BLOCKed or stopped request never does, and a status poll is never counted.
+    Requests and results are ordered by their timestamps, exact for an agent that calls one
+    tool at a time.
 
     The streak restarts where the guard restarts it (agents.guard.transitions.restart_streak):
     on a result that made progress, and on a status poll that got past the poll budget. A usage
@@ -245,10 +246,10 @@ def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
         elif step.kind == "result":
             kind, reason, revision_after, novel_keys = step.row[8:12]
             before, state.revision = state.revision, max(state.revision, revision_after or 0)
-            if _stopped_at(phases, step.at):  # answered STOP, nothing moved (not even pending)
-                continue
-            if step.row[7] is None and fp in state.pending:  # still in flight
+            if step.row[7] is None and fp in state.pending:  # still in flight, until now
                 state.pending.remove(fp)
+            if _stopped_at(phases, step.at):  # answered STOP: nothing else moved
+                continue
             if kind not in _JOINING_KINDS or reason in _BEFORE_PROGRESS_STEP:
                 continue
             progress = novel_keys is not None or state.revision > before

@@ -196,7 +196,7 @@ def test_a_late_result_on_a_stopped_task_does_not_join(agent, make_user):
     _step(agent, task, "search", {"q": "price"})
     late, _ = _ask(agent, task, "search", {"q": "price"})
     operator.task_stop(task_id=task.pk, reason="looking", user=user)
-    _report(agent, task, late)  # on a stopped task: neither the window nor pending moves
+    _report(agent, task, late)  # on a stopped task: it leaves pending, joins no window
     operator.task_resume(task_id=task.pk, user=user, reason="go on")
     _step(agent, task, "search", {"q": "price"})
     _step(agent, task, "search", {"q": "price"})
