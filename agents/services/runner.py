@@ -13,14 +13,14 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.prepared import decision_transaction, insert_row, save_columns
+from agents.prepared import Prepared, decision_transaction, insert_row, save_columns
 from agents.services import catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -412,9 +412,9 @@ def tool_call_result(
         limits = terms.Limits.from_dict(task.limits)
         result = replace(result, rules=result_rules(catalog_of(task).policies.get(call.tool)))
         novelty = core.progress_hash(limits, result) if not task.terminal else None
-        # Novelty asks only whether this one hash was seen: one indexed lookup, whatever the
-        # number of hashes the task has seen.
-        seen_before = bool(novelty) and SeenHash.objects.filter(task=task, hash=novelty).exists()
+        seen_before, earlier_keys = (
+            _novelty_reads(task, call, novelty) if novelty else (False, None)
+        )
         state = to_state(task, seen_hashes=[novelty] if novelty and seen_before else [])
         view = terms.ToolCallView(
             tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,
@@ -423,13 +423,14 @@ def tool_call_result(
         )  # fmt: skip
         outcome = core.report_result(state, view, result, now)
         if novelty and not seen_before and novelty in state.seen_hashes:
-            SeenHash.objects.bulk_create([SeenHash(task=task, hash=novelty)], ignore_conflicts=True)
+            # Under the task's lock, after the lookup found none: no other insert can race it.
+            insert_row(SeenHash(task=task, hash=novelty))
         if call.effect == terms.WRITE and call.operation_id and outcome.operation_state:
             ledger.operation_settle(task, call, outcome, now)
         call.result_kind = result.kind[:32]
         call.result_code = (result.code or "")[:100]
         call.result_data = result.data
-        _record_result_keys(task, call, result, novel=bool(novelty) and outcome.progress)
+        _record_result_keys(call, result, earlier_keys, novel=bool(novelty) and outcome.progress)
         call.result_error = result.error or ""
         call.evidence = result.evidence
         call.duration_ms = duration_ms
@@ -455,23 +456,61 @@ def result_rules(policy: ToolPolicy | None) -> novelty_rules.ResultRules:
     return novelty_rules.ResultRules.of(policy.ignore_result_fields, policy.ignore_volatile_keys)
 
 
+# What novelty mode reads for a result, in one statement compiled once per connection: whether
+# the task saw the result's data hash (one indexed lookup, whatever the number of hashes it has
+# seen), and the top-level key digests of the last earlier result of the same call and of the
+# same tool (which keys made a new result new is judged against them).
+def _earlier_keys(**match: Any) -> Subquery:
+    return Subquery(
+        ToolCall.objects.filter(task=OuterRef("pk"), result_keys__isnull=False, **match)
+        .order_by("-seq")
+        .values("result_keys")[:1]
+    )
+
+
+_NOVELTY_READS = Prepared(
+    lambda task, hash, tool, fingerprint, before, tool_again, before_again: (
+        Task.objects.filter(pk=task)
+        .annotate(
+            hash_seen=Exists(SeenHash.objects.filter(task=OuterRef("pk"), hash=hash)),
+            same_call_keys=_earlier_keys(tool=tool, fingerprint=fingerprint, seq__lt=before),
+            same_tool_keys=_earlier_keys(tool=tool_again, seq__lt=before_again),
+        )
+        .values_list("hash_seen", "same_call_keys", "same_tool_keys")
+    ),
+    {
+        "task": (Task._meta.pk, uuid.UUID("00000000-0000-4000-8000-00000000b0c2")),
+        "hash": (SeenHash._meta.get_field("hash"), "prepared:marker:hash"),
+        "tool": (ToolCall._meta.get_field("tool"), "prepared:marker:tool"),
+        "fingerprint": (ToolCall._meta.get_field("fingerprint"), "prepared:marker:fingerprint"),
+        "before": (ToolCall._meta.get_field("seq"), 2_109_876_541),
+        "tool_again": (ToolCall._meta.get_field("tool"), "prepared:marker:tool-again"),
+        "before_again": (ToolCall._meta.get_field("seq"), 2_109_876_542),
+    },
+)
+
+
+def _novelty_reads(task: Task, call: ToolCall, novelty: str) -> tuple[bool, Any]:
+    """Whether `task` saw the data hash `novelty`, and the key digests of the call's earlier
+    result to compare a new one with: the same call's last, else the same tool's last."""
+    ((seen, same_call, same_tool),) = _NOVELTY_READS.rows(
+        task=task.pk, hash=novelty, tool=call.tool, fingerprint=call.fingerprint,
+        before=call.seq, tool_again=call.tool, before_again=call.seq,
+    )  # fmt: skip
+    return bool(seen), same_call or same_tool
+
+
 def _record_result_keys(
-    task: Task, call: ToolCall, result: terms.ToolResult, *, novel: bool
+    call: ToolCall, result: terms.ToolResult, earlier_keys: Any, *, novel: bool
 ) -> None:
     """Keep the result's top-level key digests and, when novelty judged it new, which keys
-    made it so: compared with the last result of the same call, else of the same tool."""
+    made it so: compared with `earlier_keys` (see `_novelty_reads`)."""
     if result.data is None:
         call.novel_keys = [] if novel else None
         return
     call.result_keys = novelty_rules.key_digests(result.data, result.rules)
-    if not novel:
-        return
-    earlier = ToolCall.objects.filter(
-        task=task, tool=call.tool, result_keys__isnull=False, seq__lt=call.seq
-    ).order_by("-seq")
-    before = earlier.filter(fingerprint=call.fingerprint).values_list("result_keys", flat=True)
-    previous = before.first() or earlier.values_list("result_keys", flat=True).first()
-    call.novel_keys = novelty_rules.changed_keys(previous, call.result_keys)
+    if novel:
+        call.novel_keys = novelty_rules.changed_keys(earlier_keys, call.result_keys)
 
 
 def task_finish(

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.models import ModelPrice, ToolPolicy
+from agents.models import LimitProfile, ModelPrice, SeenHash, ToolCall, ToolPolicy
 from tests.api.helpers import evidence, gate, new_task, report, request_tool, settle
 
 # Statements per decision kind, the token lookup included. Before the lean hot path (issue 11)
@@ -26,10 +26,17 @@ from tests.api.helpers import evidence, gate, new_task, report, request_tool, se
 # report locks its model call with the task. On PostgreSQL the writes that end a decision (the
 # trace row, the task row, the agent's day on a usage report) go as one statement
 # (`agents.prepared.writes_together`). See the README's benchmark section.
+#
+# A read's result on a task judging progress by novelty (no evidence) reads, besides: whether
+# the task saw the data's hash, and the key digests of the call's earlier result (which keys
+# made a new result new). One statement for all three (it was three: the hash lookup and up to
+# two key reads), and the new hash's row is one more of the writes that end the decision.
 MOST = {
-    "sqlite": {"gate": 5, "usage": 5, "read": 4, "write": 5, "read_result": 4, "write_result": 5},
+    "sqlite": {"gate": 5, "usage": 5, "read": 4, "write": 5, "read_result": 4, "write_result": 5,
+               "novel_result": 6},
     "postgresql": {
         "gate": 4, "usage": 3, "read": 3, "write": 4, "read_result": 3, "write_result": 4,
+        "novel_result": 4,
     },
 }[connection.vendor]  # fmt: skip
 
@@ -120,3 +127,22 @@ def test_a_write_tool_request_that_claims_a_not_committed_key_again(agent_api, r
 
     assert answer["decision"] == "EXECUTE"
     assert len(sql) <= MOST["write"], "\n".join(sql)
+
+
+def test_a_novel_read_result_on_a_novelty_task(agent_api, agent, running_task):
+    LimitProfile.objects.filter(name="novelty").update(progress_mode="novelty")
+    agent[1].default_profile = LimitProfile.objects.get(name="novelty")
+    agent[1].save()
+    task = new_task(agent_api)["id"]
+    first = request_tool(agent_api, task, "search", {"q": "invoices"})["tool_call"]
+    report(agent_api, task, first, data={"rows": 3, "page": 1})
+    call = request_tool(agent_api, task, "search", {"q": "invoices", "page": 2})["tool_call"]
+
+    answer, sql = statements(report, agent_api, task, call, data={"rows": 3, "page": 2})
+
+    assert answer["decision"] == "CONTINUE"
+    assert len(sql) <= MOST["novel_result"], "\n".join(sql)
+    seen = SeenHash.objects.filter(task_id=task).count()
+    assert seen == 2  # the new data's hash was kept, with the first result's
+    # Judged against the tool's first result (another call: other args): only `page` changed.
+    assert ToolCall.objects.get(pk=call).novel_keys == ["page"]
