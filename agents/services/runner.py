@@ -456,11 +456,8 @@ def result_rules(policy: ToolPolicy | None) -> novelty_rules.ResultRules:
     return novelty_rules.ResultRules.of(policy.ignore_result_fields, policy.ignore_volatile_keys)
 
 
-# What novelty mode reads for a result, in one statement compiled once per connection: whether
-# the task saw the result's data hash (one indexed lookup, whatever the number of hashes it has
-# seen), and the top-level key digests of the last earlier result of the same call and of the
-# same tool (which keys made a new result new is judged against them).
 def _earlier_keys(**match: Any) -> Subquery:
+    """The key digests of the task's last earlier result matching `match`."""
     return Subquery(
         ToolCall.objects.filter(task=OuterRef("pk"), result_keys__isnull=False, **match)
         .order_by("-seq")
@@ -468,6 +465,12 @@ def _earlier_keys(**match: Any) -> Subquery:
     )
 
 
+# What novelty mode reads for a result, in one statement compiled once per connection: whether
+# the task saw the result's data hash (one indexed lookup, whatever the number of hashes it has
+# seen), and the top-level key digests of the last earlier result of the same call and of the
+# same tool (which keys made a new result new is judged against them). The tool and the seq
+# each fill two parameter slots, one per subquery, so each has a second name: `Prepared` finds
+# a marker value in exactly one slot.
 _NOVELTY_READS = Prepared(
     lambda task, hash, tool, fingerprint, before, tool_again, before_again: (
         Task.objects.filter(pk=task)
