@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 from drf_spectacular.extensions import (
     OpenApiAuthenticationExtension,
     OpenApiSerializerExtension,
     OpenApiSerializerFieldExtension,
 )
 from drf_spectacular.plumbing import force_instance
+from drf_spectacular.views import SpectacularAPIView
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -93,3 +96,19 @@ def describe_the_api(result, generator, request, public):
             if component.get("required") or component.get("anyOf"):
                 body["required"] = True
     return result
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI schema, generated one request at a time.
+
+    drf-spectacular loads its extensions' target classes on the first schema request, and not
+    safely across threads: two first requests side by side (gunicorn's threaded workers serve
+    them so) could answer 500 (an AttributeError in its lazy loading). Generating the schema
+    is rare; serializing it costs nothing that matters.
+    """
+
+    _generating = threading.Lock()
+
+    def dispatch(self, request, *args, **kwargs):  # not `get`: that one carries its own schema
+        with self._generating:
+            return super().dispatch(request, *args, **kwargs)

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
-from agents.api import fallback
+from agents.api import fallback, schema
 from agents.api import operator_views as o
-from agents.api import schema as _schema  # noqa: F401  (registers the auth scheme)
 from agents.api import views as v
 
 urlpatterns = [
@@ -41,7 +40,7 @@ urlpatterns = [
     path("profiles", o.ProfileList.as_view(), name="api-profiles"),
     path("profiles/<str:name>", o.ProfileDetail.as_view(), name="api-profile"),
     path("audit", o.AuditList.as_view(), name="api-audit"),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("schema/", schema.SchemaView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     # Last: a trailing slash is served like none; any other path answers a JSON 404.
     re_path(r"^(?P<path>.*)$", fallback.unrouted, name="api-unrouted"),

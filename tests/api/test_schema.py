@@ -3,11 +3,16 @@ server, and free of drf-spectacular warnings (no operationId collisions)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+
+from tests.live import ROOT
 
 pytestmark = pytest.mark.django_db
 
@@ -146,3 +151,38 @@ def test_a_body_that_must_name_something_is_required(schema):
 
     assert limits["required"] is True
     assert create["required"] is True
+
+
+# A fresh process (drf-spectacular loads its extensions' target classes on the first schema
+# request, and keeps them), whose first schema requests all come at once.
+_FIRST_REQUESTS_AT_ONCE = """
+import threading
+import django
+django.setup()
+from django.test import Client
+barrier = threading.Barrier(8)
+codes = []
+def get():
+    client = Client(raise_request_exception=False)
+    barrier.wait()
+    codes.append(client.get("/api/v1/schema/").status_code)
+threads = [threading.Thread(target=get) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(sorted(codes))
+"""
+
+
+def test_concurrent_first_schema_requests_all_get_the_schema():
+    # gunicorn's threaded workers serve a fresh process's first requests side by side; in
+    # drf-spectacular they raced (AttributeError in its lazy class loading: a 500).
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "loopwarden.settings",
+           "PYTHONPATH": str(ROOT)}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_REQUESTS_AT_ONCE], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == str([200] * 8), done.stderr[-3000:]
