@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from agents import jobs
-from agents.models import ModelCall, ModelPrice, Task
+from agents.models import AgentDay, ModelCall, ModelPrice, Task
 from ledger.models import Operation
 from tests.api.helpers import gate, new_task, send_notice
 
@@ -72,12 +72,18 @@ def test_the_reservation_sweep_counts_the_calls_it_charged(agent_api, scrape, se
     task = new_task(agent_api)["id"]
     gate(agent_api, task, model="m", est_prompt_tokens=100, max_output_tokens=100)
     gate(agent_api, task, model="m", est_prompt_tokens=100, max_output_tokens=100)
-    ModelCall.objects.update(
-        created_at=timezone.now() - timedelta(seconds=settings.RESERVATION_TIMEOUT_SECONDS + 5)
-    )
+    # The calls are made a day old, so the test reads the same at any hour. Moving only
+    # `created_at` back across midnight (as a fixed few seconds did in a run at 00:0x UTC) left
+    # the reservation on a day the sweep then settles nothing on: the day's money moves with the
+    # calls, as it sits on the day of the call.
+    made = timezone.now() - timedelta(days=1, seconds=settings.RESERVATION_TIMEOUT_SECONDS)
+    ModelCall.objects.update(created_at=made)
+    AgentDay.objects.update(day=made.date())
     before = scrape()
 
     assert jobs.sweep_reservations() == {"claimed": 2, "stopped": 0}
+    day = AgentDay.objects.get()
+    assert (day.day, day.reserved, day.spent) == (made.date(), 0, Decimal("0.6"))
 
     after = scrape()
     assert moved(before, after, RUNS, sweep="reservation") == 1
