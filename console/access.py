@@ -18,6 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_htmx.middleware import HtmxDetails
 
 # Operators
 VIEW_TASK = "agents.view_task"
@@ -42,12 +43,18 @@ UNLOCK_SIGNIN = "axes.delete_accessattempt"
 INVALID = 422
 
 
+class HtmxHttpRequest(HttpRequest):
+    """A request as the console's views see it: django-htmx's middleware has set `htmx`."""
+
+    htmx: HtmxDetails
+
+
 def console_view(perm: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable:
     """Guard a console view: sign-in, one permission, allowed HTTP methods."""
 
     def decorator(view: Callable) -> Callable:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        def wrapped(request: HtmxHttpRequest, *args, **kwargs) -> HttpResponse:
             if not request.user.is_authenticated:
                 target = request.get_full_path()
                 if request.htmx:
@@ -67,7 +74,7 @@ def console_view(perm: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable:
 
 
 def page(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     template: str,
     partial: str,
     context: dict,
@@ -81,7 +88,7 @@ def page(
 
 
 def done(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     message: str,
     *,
     partial: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
@@ -50,6 +50,11 @@ def _filter_choices(label: str, values: Iterable[str]) -> list[tuple[str, str]]:
     return [("", label), *[(value, value) for value in values]]
 
 
+def _choice_field(form: forms.BaseForm, name: str) -> forms.ChoiceField:
+    """`form`'s copy of a ChoiceField it declares: `form.fields` types every field as a Field."""
+    return cast(forms.ChoiceField, form.fields[name])
+
+
 class TaskFilterForm(_FilterForm):
     state = forms.ChoiceField(required=False)
     agent = forms.ChoiceField(required=False)
@@ -58,8 +63,8 @@ class TaskFilterForm(_FilterForm):
 
     def __init__(self, *args, agents: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["state"].choices = _filter_choices("Any state", terms.TASK_STATES)
-        self.fields["agent"].choices = _filter_choices("Any agent", agents)
+        _choice_field(self, "state").choices = _filter_choices("Any state", terms.TASK_STATES)
+        _choice_field(self, "agent").choices = _filter_choices("Any agent", agents)
 
     def filters(self) -> dict[str, Any]:
         data = self._valid_values()
@@ -128,8 +133,10 @@ class ReconcileForm(forms.Form):
         error_messages={"required": "A note is required: say how you know."},
     )
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        # Form.clean() returns self.cleaned_data; django-stubs types that return as optional.
+        super().clean()
+        data = self.cleaned_data
         if data.get("result", "").strip() and data.get("verdict") not in (None, terms.OP_COMMITTED):
             self.add_error("result", "Only a COMMITTED verdict stores a result.")
         elif "result" in data:
@@ -189,7 +196,7 @@ class AllowedProfilesForm(forms.Form):
 
     def __init__(self, *args, profiles: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["allowed"].choices = [(name, name) for name in profiles]
+        _choice_field(self, "allowed").choices = [(name, name) for name in profiles]
 
 
 class RevokeForm(forms.Form):
@@ -316,7 +323,7 @@ class AuditFilterForm(_FilterForm):
 
     def __init__(self, *args, kinds: list[str], **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["kind"].choices = _filter_choices("Any action", kinds)
+        _choice_field(self, "kind").choices = _filter_choices("Any action", kinds)
 
     def filters(self) -> dict[str, Any]:
         data = self._valid_values()

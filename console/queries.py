@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, time
 from decimal import Decimal
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.utils import timezone
@@ -15,6 +16,10 @@ from agents.selectors import audit_events  # noqa: F401  (the console's audit pa
 from console.words import CODE_WORDS, STATE_WORDS
 from ledger.models import Operation, Reconciliation
 from ledger.selectors import operations_touched, operations_waiting_verdict
+
+if TYPE_CHECKING:
+    # django-stubs' companion, a development dependency: only the type checker imports it.
+    from django_stubs_ext import WithAnnotations
 
 # Event kinds that change limits: the "who changed what" lists.
 LIMIT_EVENTS = ("limits_changed", "profile_created", "profile_changed", "profile_deleted")
@@ -128,17 +133,29 @@ def recent_reconciliations(limit: int = 10):
 # -- agents ----------------------------------------------------------------------------------
 
 
-def agents_overview() -> list[Agent]:
+class AgentTotals(TypedDict):
+    """What agents_overview() adds to each agent: its running tasks and today's money."""
+
+    running: int
+    spent_today: Decimal
+    reserved_today: Decimal
+
+
+def agents_overview() -> list[WithAnnotations[Agent, AgentTotals]]:
     today = timezone.now().date()
-    agents = list(
-        Agent.objects.annotate(
-            running=Count("tasks", filter=Q(tasks__state=terms.RUNNING)),
-        )
-        .select_related("default_profile")
-        .prefetch_related(
-            Prefetch("tokens", queryset=ApiToken.objects.order_by("revoked_at", "-created_at")),
-            "allowed_profiles",
-        )
+    # cast: the query annotates `running`; the loop below sets the other two on every agent.
+    agents = cast(
+        "list[WithAnnotations[Agent, AgentTotals]]",
+        list(
+            Agent.objects.annotate(
+                running=Count("tasks", filter=Q(tasks__state=terms.RUNNING)),
+            )
+            .select_related("default_profile")
+            .prefetch_related(
+                Prefetch("tokens", queryset=ApiToken.objects.order_by("revoked_at", "-created_at")),
+                "allowed_profiles",
+            )
+        ),
     )
     days = {
         d.agent_id: d for d in AgentDay.objects.filter(day=today, agent__in=[a.pk for a in agents])

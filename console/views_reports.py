@@ -20,7 +20,15 @@ from agents import reports, result_advice
 from agents.errors import DomainError
 from agents.models import Agent
 from agents.services import policies
-from console.access import CHANGE_TOOL_POLICY, INVALID, VIEW_TASK, console_view, done, page
+from console.access import (
+    CHANGE_TOOL_POLICY,
+    INVALID,
+    VIEW_TASK,
+    HtmxHttpRequest,
+    console_view,
+    done,
+    page,
+)
 
 DAY_CHOICES = (7, 14, 30, 60, 90)
 DEFAULT_DAYS = 30
@@ -131,7 +139,7 @@ def _filters(request: HttpRequest) -> tuple[int, str]:
 
 @console_view(VIEW_TASK)
 @vary_on_headers("HX-Request")
-def daily_report(request: HttpRequest) -> HttpResponse:
+def daily_report(request: HtmxHttpRequest) -> HttpResponse:
     days, agent = _filters(request)
     rows = list(reports.rollup_rows(days=days, agent=agent))
     series = reports.daily_series(rows, days=days)
@@ -161,7 +169,7 @@ def _result_field_context(request: HttpRequest, days: int) -> dict:
 
 
 @console_view(CHANGE_TOOL_POLICY, methods=("POST",))
-def result_fields_apply(request: HttpRequest) -> HttpResponse:
+def result_fields_apply(request: HtmxHttpRequest) -> HttpResponse:
     """Apply one proposal of the volatile-keys advice: the keys join the tool's
     ignore_result_fields, with an audit row (through the one service)."""
     days = int(request.POST["days"]) if request.POST.get("days", "").isdigit() else DEFAULT_DAYS

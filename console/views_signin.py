@@ -67,7 +67,7 @@ def signin_unlock(request):
                 then=reverse("signin-lockouts"),
             )
     else:
-        error = " ".join(message for messages in form.errors.values() for message in messages)
+        error = " ".join(str(message) for messages in form.errors.values() for message in messages)
     return access.page(
         request,
         "console/signin_lockouts.html",
