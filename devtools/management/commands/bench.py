@@ -37,6 +37,7 @@ run (seconds, not minutes) for a machine without CI.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import random
@@ -512,7 +513,7 @@ def one_round(
     With `novelty`, every tool is a read whose result carries new data and no evidence, so
     the guard judges progress by the data hash (the task's profile says `novelty`).
     """
-    write = n % 4 == 0 and not novelty
+    write = writes_at(n, novelty=novelty)
     tool = "post_invoice" if write else "fetch_page"
     args = {"page": n}
     allowed = timed(samples, "gate", client.gate_model_call, task_id, model=MODEL,
@@ -530,6 +531,21 @@ def one_round(
     timed(samples, "result", client.report_result, task_id, answer["tool_call"], "SUCCESS",
           data=page_data(n), evidence=None if novelty else evidence,
           duration_ms=1)  # fmt: skip
+
+
+def writes_at(n: int, *, novelty: bool = False) -> bool:
+    """Whether `one_round` step `n` writes (every fourth step, never in novelty mode)."""
+    return n % 4 == 0 and not novelty
+
+
+def trace_steps(length: int, samples: int) -> list[tuple[int, int]]:
+    """The step each sample of `trace_latency` takes on a fresh 10-row task and on the
+    `length`-row task: the same kind of step on both, a read, so that only the trace length
+    differs. (The long task used to take every step after its prior rows, a write every
+    fourth: its tool requests and results then paid for ledger rows the short tasks' reads
+    never had, and the ratio charged that to the trace length.)"""
+    after = (n for n in itertools.count(length // 2 + 1) if not writes_at(n))
+    return [(6, next(after)) for _ in range(samples)]
 
 
 def page_data(n: int) -> dict[str, int]:
@@ -720,10 +736,12 @@ def trace_latency(
         grow_trace(warm, 10, 5, novelty=novelty)
         for n in range(1, 6):
             one_round(client, warm, 5 + n, defaultdict(list), novelty=novelty)
-        for i, short_task in enumerate(short_tasks):
-            # The next step of each task: 10 prior rows are 5 rounds, the long task's too.
-            one_round(client, short_task, 6, short, novelty=novelty)
-            one_round(client, long_task, length // 2 + 1 + i, long, novelty=novelty)
+        for short_task, (short_step, long_step) in zip(
+            short_tasks, trace_steps(length, samples), strict=True
+        ):
+            # A step past each task's prior rows: 10 rows are 5 rounds, the long task's too.
+            one_round(client, short_task, short_step, short, novelty=novelty)
+            one_round(client, long_task, long_step, long, novelty=novelty)
             for _ in range(4):  # as many as one round has decisions
                 timed(baseline, "baseline", http.post, "_bench/baseline")
     return short, long, baseline["baseline"]
