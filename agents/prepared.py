@@ -23,7 +23,6 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, DataError, connections, transaction
 from django.db.models import Field, Model, Q, QuerySet, signals
-from django.db.models.lookups import Exact
 from django.db.models.query import get_related_populators
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
@@ -120,36 +119,6 @@ class _Sent:
 
 
 _TIMESTAMPTZ_OID = 1184
-
-
-class CheckedOnRow(Exact):
-    """`lhs = rhs`, for a row found by another condition: on PostgreSQL written `IS NOT
-    DISTINCT FROM` (the same answer for the non-null columns it is used on), which the planner
-    neither serves with an index nor reasons with, so it cannot pick the rows to read.
-
-    A prepared statement runs on a generic plan, chosen without the values. For a call row
-    found by its primary key and checked to be its task's (`pk=call` and `task=task`), the
-    task's equality made "the task's calls by the (task, seq) index, then the one with that
-    key" an equal choice when the tables had no statistics yet, and that plan read every call
-    of the task to find one. Filter with `CheckedOnRow(F("task_id"), task)` instead: only the
-    primary key finds the row. Used directly in `filter()`, never registered as a lookup.
-    """
-
-    def get_prep_lookup(self):
-        # Kept as given (not wrapped in a Value, as a lookup on an unresolved F would): it is
-        # converted once the column is known, below.
-        return self.rhs
-
-    def get_db_prep_lookup(self, value, connection):
-        # The value as the column's field (a foreign key's target) converts it, as an exact
-        # lookup's: the same value, of the same type, as `Prepared` puts in the slot.
-        field = getattr(self.lhs.output_field, "target_field", None) or self.lhs.output_field
-        return "%s", [field.get_db_prep_value(field.get_prep_value(value), connection, True)]
-
-    def as_postgresql(self, compiler, connection):
-        lhs_sql, lhs_params = self.process_lhs(compiler, connection)
-        rhs_sql, rhs_params = self.process_rhs(compiler, connection)
-        return f"{lhs_sql} IS NOT DISTINCT FROM {rhs_sql}", [*lhs_params, *rhs_params]
 
 
 class Prepared:

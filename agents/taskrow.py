@@ -35,13 +35,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import F, Field, Subquery
+from django.db.models import Field, Subquery
 from django.utils.functional import cached_property
 
 from agents.errors import NotFound
 from agents.guard import core, terms
 from agents.models import Agent, CatalogVersion, ModelCall, Task, ToolCall
-from agents.prepared import CheckedOnRow, Prepared, save_columns
+from agents.prepared import Prepared, save_columns
 
 SNAPSHOT_FIELDS = (
     "model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens_used",
@@ -53,12 +53,6 @@ SNAPSHOT_FIELDS = (
 def catalog_version_subquery() -> Subquery:
     """The catalog's version (`agents.services.catalog`), for an annotation on the lock."""
     return Subquery(CatalogVersion.objects.filter(pk=1).values("number")[:1])
-
-
-def _of_agent(agent: Any) -> CheckedOnRow:
-    """The task is the agent's: checked on the task row its primary key found, never a way to
-    find it (the agent's index would read all the agent's tasks: see `CheckedOnRow`)."""
-    return CheckedOnRow(F("agent_id"), agent)
 
 
 def _lock_query(probes: dict[str, Any] | None = None) -> Any:
@@ -87,7 +81,7 @@ _AGENT_PK = Agent._meta.pk
 # The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of
 # a task with one of its calls: fixed shapes, compiled once per connection (agents.prepared).
 _LOCK_OWN = Prepared(
-    lambda task, agent: _as_get(_lock_query().filter(_of_agent(agent), pk=task)),
+    lambda task, agent: _as_get(_lock_query().filter(agent=agent).filter(pk=task)),
     {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT)},
 )
 _LOCK_ANY = Prepared(
@@ -102,8 +96,8 @@ def _lock_with_call(model: type[ToolCall] | type[ModelCall]) -> Prepared:
             model.objects.select_for_update(no_key=True, of=("task", "self"))
             .select_related("task", "task__agent")
             .annotate(catalog_version=catalog_version_subquery())
-            .filter(CheckedOnRow(F("task__agent_id"), agent))
-            .filter(CheckedOnRow(F("task_id"), task), pk=call)
+            .filter(task__agent=agent)
+            .filter(pk=call, task_id=task)
         ),
         {
             "call": (model._meta.pk, _MARK_CALL),
@@ -142,7 +136,7 @@ class LockProbe:
     def lock(self) -> Prepared:
         return Prepared(
             lambda task, agent, **values: _as_get(
-                _lock_query(self.build(**values)).filter(_of_agent(agent), pk=task)
+                _lock_query(self.build(**values)).filter(agent=agent).filter(pk=task)
             ),
             {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT), **self.slots},
         )

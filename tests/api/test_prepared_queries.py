@@ -8,15 +8,13 @@ import uuid
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.db.transaction import TransactionManagementError
 
 from agents.api import auth
 from agents.guard import terms
 from agents.models import ApiToken, ToolCall, hash_token
-from agents.prepared import CheckedOnRow
 from agents.services import runner
-from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _as_get, _lock_query, _of_agent
+from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _as_get, _lock_query
 
 
 def django_sql(queryset):
@@ -45,7 +43,7 @@ def test_the_task_locks_are_the_querysets_get(agent_row, make_task):
     with transaction.atomic():
         for prepared, values, queryset in (
             (_LOCK_OWN, {"task": str(task.pk), "agent": agent_row.pk},
-             _lock_query().filter(_of_agent(agent_row.pk), pk=str(task.pk))),
+             _lock_query().filter(agent=agent_row).filter(pk=str(task.pk))),
             (_LOCK_ANY, {"task": task.pk}, _lock_query().filter(pk=task.pk)),
         ):  # fmt: skip
             sql, params = django_sql(_as_get(queryset))
@@ -150,8 +148,8 @@ def test_the_task_and_call_locks_are_the_querysets_get(
             model.objects.select_for_update(no_key=True, of=("task", "self"))
             .select_related("task", "task__agent")
             .annotate(catalog_version=catalog_version_subquery())
-            .filter(CheckedOnRow(F("task__agent_id"), agent_row.pk))
-            .filter(CheckedOnRow(F("task_id"), str(task.pk)), pk=call.pk)
+            .filter(task__agent=agent_row)
+            .filter(pk=call.pk, task_id=str(task.pk))
         )
         sql, params = django_sql(_as_get(queryset))
         assert lock.compiled_sql(**values) == (sql, list(params))
@@ -182,7 +180,7 @@ def test_the_lock_with_the_model_call_probes_is_the_querysets_get(
              {"model_call_known": known,
               "operation_probe": ledger.operation_probe(agent_row.namespace, "invoice-8")}),
         ):  # fmt: skip
-            queryset = _lock_query(annotations).filter(_of_agent(agent_row.pk), pk=str(task.pk))
+            queryset = _lock_query(annotations).filter(agent=agent_row).filter(pk=str(task.pk))
             sql, params = django_sql(_as_get(queryset))
             assert probe.lock.compiled_sql(task=str(task.pk), agent=agent_row.pk, **values) == (
                 sql, list(params),
@@ -239,8 +237,8 @@ def test_the_lock_with_the_operation_probe_is_the_querysets_get(agent_row, make_
     with transaction.atomic():
         queryset = _lock_query(
             {"operation_probe": ledger.operation_probe(agent_row.namespace, "invoice-7")}
-        )
-        sql, params = django_sql(_as_get(queryset.filter(_of_agent(agent_row.pk), pk=str(task.pk))))
+        ).filter(agent=agent_row)
+        sql, params = django_sql(_as_get(queryset.filter(pk=str(task.pk))))
         prepared = ledger.OPERATION_PROBE.lock
         assert prepared.compiled_sql(task=str(task.pk), agent=agent_row.pk, **values) == (
             sql, list(params),
