@@ -162,6 +162,7 @@ class Command(BaseCommand):
         use_database(url)
         tokens = prepare_agents(max([*counts, opts["soak_agents"]]))
         opts["load_before"] = os.getloadavg()[0]
+        opts["autovacuum"] = autovacuum_setting()
         # The server has the developer tools (the baseline endpoint, the statement counts). The
         # throttle runs (its cost is part of a decision's) but at a rate no bench reaches.
         env = {"LOOPWARDEN_DEVTOOLS": "true", "LOOPWARDEN_BENCH": "true",
@@ -175,6 +176,7 @@ class Command(BaseCommand):
             drive_baseline(server.api, tokens[: counts[0]], 1.0)
             phases = []
             for count in counts:
+                analyze()
                 self.say(f"{count} agents and the baseline, {opts['seconds']:g} s each, in "
                          f"{opts['slices']} alternating slices")  # fmt: skip
                 decisions, baseline, ratios = interleaved(
@@ -189,12 +191,15 @@ class Command(BaseCommand):
                                     novelty=True)  # fmt: skip
             self.say(f"near-duplicate threshold on vs off, {opts['threshold_samples']} requests "
                      f"each, {WINDOW_CALLS} prior calls in the window")  # fmt: skip
+            analyze()
             threshold = threshold_latency(server.api, tokens[0], opts["threshold_samples"])
             self.say(f"keep-alive: {opts['pairs']} tool request + result pairs, twice")
+            analyze()
             pairs = keepalive_pairs(server.api, tokens[0], opts["pairs"])
             soak = None
             if opts["soak_decisions"] > 0:
                 self.say(f"soak: {opts['soak_agents']} agents, {opts['soak_decisions']} decisions")
+                analyze()
                 soak = drive_soak(server.api, tokens[: opts["soak_agents"]],
                                   opts["soak_decisions"])  # fmt: skip
         opts["load_after"] = os.getloadavg()[0]
@@ -236,6 +241,8 @@ class Command(BaseCommand):
             f"LOG_LEVEL={opts['log_level']}, {os.cpu_count()} CPUs")  # fmt: skip
         out(f"machine load (1-min average, other processes included): "
             f"{opts['load_before']:.2f} before, {opts['load_after']:.2f} after")  # fmt: skip
+        out(f"statistics: ANALYZE before each phase and after each trace is grown, as autovacuum "
+            f"would keep them (autovacuum on this server: {opts['autovacuum']})")  # fmt: skip
         out(f"throughput: {opts['agents']} concurrent clients, {opts['seconds']:g} s each for the "
             f"decisions and the baseline, in {opts['slices']} alternating slices")  # fmt: skip
         out("")
@@ -437,6 +444,28 @@ def use_database(url: str) -> None:
     """Give this process a connection alias to the bench database, beside its own default."""
     configured = connections.configure_settings({"default": dj_database_url.parse(url)})
     connections.settings[ALIAS] = configured["default"]
+
+
+def analyze() -> None:
+    """Gather the bench database's statistics, as autovacuum keeps them on a production server.
+
+    The hot path's statements are prepared, each with one generic plan per connection, chosen
+    from the statistics. Without any (a new database on a server with autovacuum off, as on the
+    development machine), PostgreSQL planned the lock of a task with one of its calls to read
+    all of the task's calls, and kept that plan for the connection's life: the bench measured a
+    state no autovacuumed database is in. An ANALYZE invalidates the plans made before it."""
+    with connections[ALIAS].cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def autovacuum_setting() -> str:
+    """The server's `autovacuum` setting (SQLite has none)."""
+    connection = connections[ALIAS]
+    if connection.vendor != "postgresql":
+        return "none (SQLite)"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW autovacuum")
+        return str(cursor.fetchone()[0])
 
 
 def prepare_agents(count: int) -> list[str]:
@@ -734,6 +763,7 @@ def trace_latency(
             grow_trace(short_tasks[-1], 10, 1, novelty=novelty)
         warm = client.create_task("bench: warm-up")["id"]
         grow_trace(warm, 10, 5, novelty=novelty)
+        analyze()  # the grown traces' rows in the statistics before any decision is planned
         for n in range(1, 6):
             one_round(client, warm, 5 + n, defaultdict(list), novelty=novelty)
         for short_task, (short_step, long_step) in zip(

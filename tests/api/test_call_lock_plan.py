@@ -1,0 +1,128 @@
+"""With statistics, a decision's lock finds its task, and a report its call, by the primary key:
+however many calls the task has and however many tasks its agent has.
+
+The locks are prepared statements, each planned once per connection with a generic plan (made
+without the values). PostgreSQL chooses it from the tables' statistics: on tables without
+any (a new database, or autovacuum off, as on the development machine), the lock of a task with
+one of its calls was planned to read all of the task's calls through the (task, seq) index, and
+the task by the agent's index (seen in `manage.py bench`, which now gathers statistics as
+autovacuum would; the README's deployment notes say to keep autovacuum on). These tests pin the
+plans PostgreSQL makes once it has statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from agents.guard import terms
+from agents.models import Agent, ModelCall, ToolCall
+from agents.services.runner import MODEL_CALL_AND_OPERATION_PROBE
+from agents.services.tasks import task_create
+from agents.taskrow import _LOCK_OWN, _LOCK_WITH_CALL, _LOCK_WITH_MODEL_CALL
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
+
+LONG = 400  # calls of each kind in the long task
+SHORT_TASKS = 30  # the agent's other tasks, one call of each kind each
+OTHER_TASKS = 300  # another agent's tasks, as many calls
+
+
+def add_calls(task, count):
+    ModelCall.objects.bulk_create(
+        ModelCall(task=task, seq=2 * n + 1, phase=1, round=n + 1, model="m",
+                  decision=terms.ALLOW, reserved_cost=Decimal(0))
+        for n in range(count)
+    )  # fmt: skip
+    ToolCall.objects.bulk_create(
+        ToolCall(task=task, seq=2 * n + 2, phase=1, tool="fetch_page", args={"page": n},
+                 effect=terms.READ, fingerprint=f"f{n}", decision=terms.EXECUTE)
+        for n in range(count)
+    )  # fmt: skip
+
+
+@pytest.fixture
+def long_task(make_task, agent_row):
+    """A task of LONG calls of each kind, of an agent with SHORT_TASKS more tasks, and another
+    agent's OTHER_TASKS beside them; statistics gathered, as autovacuum would."""
+    task = make_task(goal="A long task")
+    add_calls(task, LONG)
+    for n in range(SHORT_TASKS):
+        add_calls(make_task(goal=f"Short task {n}"), 1)
+    other = Agent.objects.create(name="agent-b", namespace="ns-b")
+    for n in range(OTHER_TASKS):
+        add_calls(task_create(agent=other, goal=f"Another agent's task {n}"), 1)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE agents_task, agents_modelcall, agents_toolcall, agents_agent")
+    return task
+
+
+def generic_plan(sql: str, params: list) -> dict:
+    """EXPLAIN ANALYZE of the statement run as a prepared statement on its generic plan."""
+    count = iter(range(1, len(params) + 1))
+    numbered = re.sub(r"%s", lambda _m: f"${next(count)}", sql)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE lw_lock_plan AS {numbered}")
+        try:
+            slots = ", ".join(["%s"] * len(params))
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lw_lock_plan({slots})", params)
+            (plan,) = cursor.fetchone()
+        finally:
+            cursor.execute("DEALLOCATE lw_lock_plan")
+    return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+
+
+def scans(plan: dict, table: str) -> list[dict]:
+    """The plan's nodes that read `table`."""
+    found = [plan] if plan.get("Relation Name") == table else []
+    for child in plan.get("Plans", []):
+        found += scans(child, table)
+    return found
+
+
+def assert_found_by_key(plan: dict, table: str) -> None:
+    """`table` is read once, by its primary key, one row and no other."""
+    (scan,) = scans(plan, table)
+    assert (scan.get("Index Name"), scan.get("Rows Removed by Filter", 0)) == (
+        f"{table}_pkey", 0
+    ), scan
+    assert scan["Actual Rows"] == 1, scan
+
+
+@pytest.mark.parametrize(
+    ("lock", "model", "table"),
+    [(_LOCK_WITH_CALL, ToolCall, "agents_toolcall"),
+     (_LOCK_WITH_MODEL_CALL, ModelCall, "agents_modelcall")],
+    ids=["tool call", "model call"],
+)  # fmt: skip
+def test_a_reports_lock_reads_one_call_and_one_task(long_task, agent_row, lock, model, table):
+    last = model.objects.filter(task=long_task).latest("seq")
+
+    plan = generic_plan(*lock.compiled_sql(call=last.pk, task=long_task.pk, agent=agent_row.pk))
+
+    assert_found_by_key(plan, table)
+    assert_found_by_key(plan, "agents_task")
+
+
+def test_a_gates_lock_reads_one_task(long_task, agent_row):
+    plan = generic_plan(*_LOCK_OWN.compiled_sql(task=long_task.pk, agent=agent_row.pk))
+
+    assert_found_by_key(plan, "agents_task")
+
+
+def test_a_tool_requests_lock_reads_one_task_and_one_model_call(long_task, agent_row):
+    last = ModelCall.objects.filter(task=long_task).latest("seq")
+    lock = MODEL_CALL_AND_OPERATION_PROBE.lock
+
+    plan = generic_plan(*lock.compiled_sql(
+        task=long_task.pk, agent=agent_row.pk, model_call=last.pk, namespace="ns-a",
+        operation_key="invoice-42",
+    ))  # fmt: skip
+
+    assert_found_by_key(plan, "agents_task")
+    assert_found_by_key(plan, "agents_modelcall")
