@@ -10,14 +10,21 @@ Routed (devtools/urls.py) only when the devtools app is installed: never in prod
 
 from __future__ import annotations
 
+import uuid
+from decimal import Decimal
+from typing import Any
+
 from django.core.exceptions import MiddlewareNotUsed
 from django.db import connection, transaction
+from django.db.models import Model
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import ApiToken
+from agents.errors import BadInput, NotFound
+from agents.models import Agent, AgentDay, ApiToken, ModelCall, Task
+from agents.prepared import hot_cursor
 from loopwarden.env import env_bool
 
 
@@ -58,3 +65,83 @@ class StatementCountMiddleware:
             response = self.get_response(request)
         response[self.header] = str(count)
         return response
+
+
+
+class Floor(APIView):
+    """The database work every gate must do and nothing else: the bench's second reference,
+    beside the baseline. The guard's guarantees need it (the task row lock, the trace row,
+    the task's counters, the agent's day reservation); what a decision costs beyond it is the
+    guard's own code (validation, the rules, the ORM's rows, the log line and metrics).
+
+    One request, shaped as a gate on the same connection settings: the token lookup (the same
+    authentication), the lock of the caller's task with the agent's flags (one SELECT ... FOR
+    NO KEY UPDATE), one statement of writes (a model call row, the task's counters, the day
+    row's reservation; three statements on SQLite, as the guard's are there), the COMMIT. It
+    decides nothing: a task the caller owns is always allowed, whatever its state or limits.
+    Body: `{"task": "<the task's id>"}`.
+    """
+
+    @extend_schema(exclude=True)
+    def post(self, request):
+        task_id = request.data.get("task") if isinstance(request.data, dict) else None
+        try:
+            task_id = uuid.UUID(str(task_id)) if isinstance(task_id, str) else None
+        except ValueError:
+            task_id = None
+        if task_id is None:
+            raise BadInput("Send {\"task\": \"<a task id>\"}.", code="INVALID_FIELDS")
+        agent_id = request.auth.agent_id
+        now = timezone.now()
+        estimate = Decimal("0.0007")
+        with transaction.atomic(), hot_cursor() as cursor:
+            cursor.execute(_FLOOR_LOCK, [_db(Task, "id", task_id), agent_id])
+            row = cursor.fetchone()
+            if row is None:
+                raise NotFound("No such task.", code="TASK_NOT_FOUND")
+            seq, calls = row[0] + 1, row[1] + 1
+            # Each value as its field sends it (SQLite keeps ids and decimals as text).
+            task_key, stamp = _db(Task, "id", task_id), _db(Task, "updated_at", now)
+            money = _db(AgentDay, "reserved", estimate)
+            call = [seq, calls, MODEL, _db(ModelCall, "reserved_cost", estimate), stamp, task_key]
+            task = [seq, calls, stamp, task_key]
+            day = [agent_id, _db(AgentDay, "day", now.date()), money, money]
+            if connection.vendor == "postgresql":
+                cursor.execute(_FLOOR_WRITES, [*call, *task, *day])
+                (call_id,) = cursor.fetchone()
+            else:
+                cursor.execute(_FLOOR_CALL, call)
+                call_id = cursor.lastrowid
+                cursor.execute(_FLOOR_TASK, task)
+                cursor.execute(_FLOOR_DAY, day)
+        return Response({"decision": "ALLOW", "model_call": call_id, "round": calls})
+
+
+def _db(model: type[Model], field: str, value: Any) -> Any:
+    return model._meta.get_field(field).get_db_prep_save(value, connection)
+
+
+MODEL = "bench-model"
+_TASK = Task._meta.db_table
+_AGENT = Agent._meta.db_table
+_FLOOR_LOCK = (
+    f"SELECT t.trace_seq, t.model_calls, a.paused, a.daily_cost_cap FROM {_TASK} t "
+    f"JOIN {_AGENT} a ON a.id = t.agent_id WHERE t.id = %s AND t.agent_id = %s"
+    + (" FOR NO KEY UPDATE OF t" if connection.vendor == "postgresql" else "")
+)
+_FLOOR_CALL = (
+    f"INSERT INTO {ModelCall._meta.db_table} (seq, phase, round, model, decision, reason, "
+    "est_prompt_tokens, max_output_tokens, reserved_cost, reserved_tokens, signature, "
+    "created_at, expired, task_id) VALUES (%s, 1, %s, %s, 'ALLOW', '', 800, 200, %s, 1000, '', "
+    "%s, false, %s)"
+)
+_FLOOR_TASK = f"UPDATE {_TASK} SET trace_seq = %s, model_calls = %s, updated_at = %s WHERE id = %s"
+_FLOOR_DAY = (
+    f"INSERT INTO {AgentDay._meta.db_table} (agent_id, day, spent, reserved) "
+    f"VALUES (%s, %s, 0, %s) ON CONFLICT (agent_id, day) "
+    f"DO UPDATE SET reserved = {AgentDay._meta.db_table}.reserved + %s"
+)
+_FLOOR_WRITES = (
+    f"WITH c AS ({_FLOOR_CALL} RETURNING id), t AS ({_FLOOR_TASK}), d AS ({_FLOOR_DAY}) "
+    "SELECT id FROM c"
+)

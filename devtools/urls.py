@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from devtools.server import Baseline
+from devtools.server import Baseline, Floor
 
-urlpatterns = [path("baseline", Baseline.as_view(), name="devtools-bench-baseline")]
+urlpatterns = [
+    path("baseline", Baseline.as_view(), name="devtools-bench-baseline"),
+    path("floor", Floor.as_view(), name="devtools-bench-floor"),
+]

@@ -70,6 +70,10 @@ DECISIONS = ("gate", "usage", "tool", "result", "finish")
 PERCENTILE_HEADS = f"{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
 ROOT = Path(__file__).resolve().parents[3]
 STATEMENTS_HEADER = "x-loopwarden-statements"
+FLOOR_SAYS = (
+    "the floor: the database work every gate needs and nothing else (task lock with the "
+    "agent's flags; trace row, task counters, day row), no rule, validation or ORM"
+)
 
 Samples = dict[str, list[float]]
 
@@ -174,15 +178,16 @@ class Command(BaseCommand):
                      f"{opts['threads']} threads; warming up")  # fmt: skip
             drive_agents(server.api, tokens[: counts[0]], 1.0)
             drive_baseline(server.api, tokens[: counts[0]], 1.0)
+            drive_floor(server.api, tokens[: counts[0]], 1.0)
             phases = []
             for count in counts:
                 analyze()
                 self.say(f"{count} agents and the baseline, {opts['seconds']:g} s each, in "
                          f"{opts['slices']} alternating slices")  # fmt: skip
-                decisions, baseline, ratios = interleaved(
+                decisions, baseline, floor, ratios = interleaved(
                     server.api, tokens[:count], opts["seconds"], opts["slices"]
                 )
-                phases.append((count, decisions, baseline, ratios))
+                phases.append((count, decisions, baseline, floor, ratios))
             self.say(f"trace length 10 vs {opts['trace_length']}, {opts['samples']} rounds each")
             short, long, one_by_one = trace_latency(server.api, tokens[0], opts["trace_length"],
                                                     opts["samples"])  # fmt: skip
@@ -203,9 +208,9 @@ class Command(BaseCommand):
                 soak = drive_soak(server.api, tokens[: opts["soak_agents"]],
                                   opts["soak_decisions"])  # fmt: skip
         opts["load_after"] = os.getloadavg()[0]
-        for count, decisions, baseline, ratios in phases:
+        for count, decisions, baseline, floor, ratios in phases:
             opts["agents"] = count
-            self.report(opts, decisions, baseline, ratios, short, long, one_by_one)
+            self.report(opts, decisions, baseline, floor, ratios, short, long, one_by_one)
         self.report_novelty(opts, *novelty)
         self.report_threshold(*threshold)
         self.report_pairs(*pairs)
@@ -229,10 +234,11 @@ class Command(BaseCommand):
         opts: dict[str, Any],
         decisions: Run,
         baseline: Run,
+        floor: Run,
         ratios: list[float],
         short: Samples,
         long: Samples,
-        one_by_one: list[float],
+        one_by_one: Samples,
     ) -> None:
         out = self.stdout.write
         out("")
@@ -244,7 +250,9 @@ class Command(BaseCommand):
         out(f"statistics: ANALYZE before each phase and after each trace is grown, as autovacuum "
             f"would keep them (autovacuum on this server: {opts['autovacuum']})")  # fmt: skip
         out(f"throughput: {opts['agents']} concurrent clients, {opts['seconds']:g} s each for the "
-            f"decisions and the baseline, in {opts['slices']} alternating slices")  # fmt: skip
+            f"decisions, the baseline and the floor, in {opts['slices']} alternating "
+            f"slices")  # fmt: skip
+        out(f"  {FLOOR_SAYS}")
         out("")
         head = f"{'workload':<30}{'requests':>10}{'per s':>10}{PERCENTILE_HEADS}"
         out(head)
@@ -256,19 +264,27 @@ class Command(BaseCommand):
                 out(row(f"  {name}", decisions.samples[name], decisions.seconds))
         base = baseline.samples["baseline"]
         out(row("baseline: 1-row UPDATE", base, baseline.seconds))
+        least = floor.samples["floor"]
+        out(row("floor: a gate's database work", least, floor.seconds))
         rate = decisions.rate(DECISIONS)
         base_rate = baseline.rate(("baseline",))
+        floor_rate = floor.rate(("floor",))
+        if least and base:
+            out(ratio_row("floor / baseline", least, base, f"{floor_rate / base_rate:>10.2f}"))
+        if every and least:
+            out(ratio_row("decisions / floor", every, least, f"{rate / floor_rate:>10.2f}"))
         if every and base:
             out(ratio_row("decisions / baseline", every, base, f"{rate / base_rate:>10.2f}"))
             ordered = sorted(ratios)
             out(f"  throughput ratio per slice: median {ordered[len(ordered) // 2]:.2f}, "
                 f"{ordered[0]:.2f}-{ordered[-1]:.2f} over {len(ordered)} slices")  # fmt: skip
-        errors = decisions.errors + baseline.errors
+        errors = decisions.errors + baseline.errors + floor.errors
         out(f"errors: {errors}   unexpected stops: {decisions.stops}   "
             f"tasks: {decisions.tasks}")  # fmt: skip
         out("SQL statements per request, counted by the server (median, min-max):")
-        for name in (*DECISIONS, "baseline"):
-            counted = decisions.samples.get(f"{name}#sql") or baseline.samples.get(f"{name}#sql")
+        for name in (*DECISIONS, "baseline", "floor"):
+            counted = (decisions.samples.get(f"{name}#sql") or baseline.samples.get(f"{name}#sql")
+                       or floor.samples.get(f"{name}#sql"))  # fmt: skip
             if counted:
                 out(f"  {name:<28}{statements_cell(counted)}")
         if opts.get("one_by_one_shown"):
@@ -282,7 +298,7 @@ class Command(BaseCommand):
 
     def trace_length_table(
         self, opts: dict[str, Any], title: str, short: Samples, long: Samples,
-        one_by_one: list[float] | None,
+        one_by_one: Samples | None,
     ) -> None:
         """Decisions at 10 and at `trace_length` prior calls, their ratio per kind, and (when
         given) the baseline beside them."""
@@ -296,11 +312,14 @@ class Command(BaseCommand):
         out(row("decisions, 10 prior calls", short_all))
         out(row(f"decisions, {opts['trace_length']} prior calls", long_all))
         if one_by_one is not None:
-            out(row("baseline: 1-row UPDATE", one_by_one))
+            out(row("baseline: 1-row UPDATE", one_by_one["baseline"]))
+            out(row("floor: a gate's database work", one_by_one["floor"]))
         out(ratio_row(f"{opts['trace_length']} / 10 prior calls", long_all, short_all))
         if one_by_one is not None:
-            out(ratio_row("decisions (10) / baseline", short_all, one_by_one))
-        base = percentile(one_by_one, 50) if one_by_one is not None else None
+            out(ratio_row("floor / baseline", one_by_one["floor"], one_by_one["baseline"]))
+            out(ratio_row("decisions (10) / floor", short_all, one_by_one["floor"]))
+            out(ratio_row("decisions (10) / baseline", short_all, one_by_one["baseline"]))
+        base = percentile(one_by_one["baseline"], 50) if one_by_one is not None else None
         for name in ("gate", "usage", "tool", "result"):
             ratio = percentile(long[name], 50) / percentile(short[name], 50)
             versus = (f";  {percentile(short[name], 50) / base:.2f}x the baseline's p50"
@@ -309,7 +328,7 @@ class Command(BaseCommand):
                 f"{percentile(long[name], 50):6.2f} ms  (x{ratio:.2f}){versus}")  # fmt: skip
 
     def report_novelty(
-        self, opts: dict[str, Any], short: Samples, long: Samples, one_by_one: list[float]
+        self, opts: dict[str, Any], short: Samples, long: Samples, one_by_one: Samples
     ) -> None:
         title = "novelty progress mode (no evidence; new data is progress), one request at a time:"
         self.stdout.write("")
@@ -646,21 +665,57 @@ def stop_carried(api: str, carry: dict[str, tuple[str, int]]) -> None:
 
 def interleaved(
     api: str, tokens: list[str], seconds: float, slices: int
-) -> tuple[Run, Run, list[float]]:
-    """The throughput phase: `slices` alternating slices of agents and of the baseline, the
-    same threads, `seconds` in all for each. A machine whose speed drifts during the run (other
-    tenants, frequency) then slows both alike; the ratio of each pair of slices is returned
-    too. Agents carry their tasks across slices, as one run of `seconds` would."""
-    decisions, baseline, ratios = Run(), Run(), []
+) -> tuple[Run, Run, Run, list[float]]:
+    """The throughput phase: `slices` alternating slices of agents, of the baseline and of the
+    floor, the same threads, `seconds` in all for each. A machine whose speed drifts during the
+    run (other tenants, frequency) then slows them all alike; the ratio of the decisions and
+    the baseline in each slice is returned too. Agents carry their tasks across slices, as one
+    run of `seconds` would."""
+    decisions, baseline, floor, ratios = Run(), Run(), Run(), []
     carry: dict[str, tuple[str, int]] = {}
+    floor_tasks = {token: open_task(api, token, "bench: the floor") for token in tokens}
     for _ in range(slices):
         agents = drive_agents(api, tokens, seconds / slices, carry)
         calls = drive_baseline(api, tokens, seconds / slices)
+        least = drive_floor(api, tokens, seconds / slices, floor_tasks)
         ratios.append(agents.rate(DECISIONS) / calls.rate(("baseline",)))
         decisions.absorb(agents)
         baseline.absorb(calls)
+        floor.absorb(least)
     stop_carried(api, carry)
-    return decisions, baseline, ratios
+    stop_carried(api, {token: (task, 0) for token, task in floor_tasks.items()})
+    return decisions, baseline, floor, ratios
+
+
+def open_task(api: str, token: str, goal: str) -> str:
+    with bench_client(api, token) as client:
+        return str(client.create_task(goal)["id"])
+
+
+def drive_floor(
+    api: str, tokens: list[str], seconds: float, tasks: dict[str, str] | None = None
+) -> Run:
+    """Each token posts the floor (`devtools.server.Floor`) on a task of its own (from `tasks`,
+    else one opened and stopped here) for `seconds`, through the thin client's connection."""
+
+    def caller(token: str, stop_at: float, run: Run) -> None:
+        samples: Samples = defaultdict(list)
+        errors = 0
+        task = tasks[token] if tasks is not None else open_task(api, token, "bench: the floor")
+        with bench_client(api, token) as client:
+            while time.monotonic() < stop_at:
+                errors += post_floor(client, task, samples) != 200
+            if tasks is None:
+                client.stop(task, reason="bench over")
+        run.merge(samples, errors=errors)
+
+    return for_seconds(caller, tokens, seconds)
+
+
+def post_floor(client: Client, task: str, samples: Samples) -> int:
+    """One floor request on the client's kept-alive connection; its status."""
+    response = timed(samples, "floor", client._http.post, "_bench/floor", json={"task": task})
+    return int(response.status_code)
 
 
 def drive_baseline(api: str, tokens: list[str], seconds: float) -> Run:
@@ -738,9 +793,10 @@ def grow_trace(task_id: str, length: int, headroom: int, *, novelty: bool = Fals
 
 def trace_latency(
     api: str, token: str, length: int, samples: int, *, novelty: bool = False
-) -> tuple[Samples, Samples, list[float]]:
+) -> tuple[Samples, Samples, Samples]:
     """Decision latencies on fresh 10-row tasks and on one `length`-row task, and of the
-    baseline, interleaved and one at a time (no queueing: the cost of one request).
+    baseline and the floor (under those names in the third), interleaved and one at a time (no
+    queueing: the cost of one request).
     `novelty`: the tasks judge progress by data hashes instead of evidence.
 
     The decisions and the baseline share one kept-alive connection, so one server worker
@@ -748,7 +804,7 @@ def trace_latency(
     process, and whichever kind came first after the switch would pay for the wake-up."""
     short: Samples = defaultdict(list)
     long: Samples = defaultdict(list)
-    baseline: Samples = defaultdict(list)
+    references: Samples = defaultdict(list)
     headers = {"Authorization": f"Bearer {token}"}
     shared = CountingTransport()
     with (
@@ -756,6 +812,7 @@ def trace_latency(
         httpx.Client(base_url=api, headers=headers, timeout=60, transport=shared) as http,
     ):
         long_task = client.create_task("bench: a very long task")["id"]
+        floor_task = client.create_task("bench: the floor")["id"]
         grow_trace(long_task, length, samples, novelty=novelty)
         short_tasks = []
         for _ in range(samples):
@@ -773,8 +830,12 @@ def trace_latency(
             one_round(client, short_task, short_step, short, novelty=novelty)
             one_round(client, long_task, long_step, long, novelty=novelty)
             for _ in range(4):  # as many as one round has decisions
-                timed(baseline, "baseline", http.post, "_bench/baseline")
-    return short, long, baseline["baseline"]
+                timed(references, "baseline", http.post, "_bench/baseline")
+            for _ in range(4):
+                if post_floor(client, floor_task, references) != 200:
+                    raise LoopwardenError(200, "BENCH", "the floor answered an error")
+        client.stop(floor_task, reason="bench over")
+    return short, long, references
 
 
 # -- near-duplicate threshold -------------------------------------------------------------------
