@@ -399,7 +399,8 @@ class ToolCall(models.Model):
     # to say which keys changed between two results (task page, advisor) without the data.
     result_keys = models.JSONField(null=True, blank=True)
     # Set when novelty judged the result new: the keys that made it so (changed from the last
-    # result of the same call, else of the same tool); [] when only a data_hash was sent.
+    # result of the same call, else of the same tool, in the `KEYS_LOOKBACK` trace rows before
+    # it: agents.guard.novelty); [] when only a data_hash was sent.
     novel_keys = models.JSONField(null=True, blank=True)
     result_error = models.TextField(blank=True)
     evidence = models.JSONField(null=True, blank=True)

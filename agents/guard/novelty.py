@@ -81,6 +81,13 @@ def key_digests(data: Any, rules: ResultRules) -> dict[str, str]:
     return {str(k): sha256_hex(canonical_json(v))[:16] for k, v in effective.items()}
 
 
+# How far back, in the task's trace rows (model and tool calls), a result judged new looks for
+# the earlier result whose key digests it is compared with: the same call's last, else the same
+# tool's last, among that many rows before it (none there: every key is new). The lookup reads
+# the task's recent rows only, so its cost does not grow with the trace.
+KEYS_LOOKBACK = 200
+
+
 def changed_keys(before: dict[str, str] | None, after: dict[str, str]) -> list[str]:
     """Keys added, removed or changed from `before` to `after`, sorted; all of `after`'s keys
     when there is no earlier result to compare with."""

@@ -468,16 +468,21 @@ def _earlier_keys(**match: Any) -> Subquery:
 # What novelty mode reads for a result, in one statement compiled once per connection: whether
 # the task saw the result's data hash (one indexed lookup, whatever the number of hashes it has
 # seen), and the top-level key digests of the last earlier result of the same call and of the
-# same tool (which keys made a new result new is judged against them). The tool and the seq
-# each fill two parameter slots, one per subquery, so each has a second name: `Prepared` finds
-# a marker value in exactly one slot.
+# same tool among the `novelty_rules.KEYS_LOOKBACK` trace rows before it (which keys made a new
+# result new is judged against them; the bound keeps the walk back by seq from reaching the
+# task's first call when the call or the tool is new). The tool and the seq bounds each fill
+# two parameter slots, one per subquery, so each has a second name: `Prepared` finds a marker
+# value in exactly one slot.
 _NOVELTY_READS = Prepared(
-    lambda task, hash, tool, fingerprint, before, tool_again, before_again: (
+    lambda task, hash, tool, fingerprint, before, after, tool_again, before_again, after_again: (
         Task.objects.filter(pk=task)
         .annotate(
             hash_seen=Exists(SeenHash.objects.filter(task=OuterRef("pk"), hash=hash)),
-            same_call_keys=_earlier_keys(tool=tool, fingerprint=fingerprint, seq__lt=before),
-            same_tool_keys=_earlier_keys(tool=tool_again, seq__lt=before_again),
+            same_call_keys=_earlier_keys(
+                tool=tool, fingerprint=fingerprint, seq__lt=before, seq__gte=after
+            ),
+            same_tool_keys=_earlier_keys(tool=tool_again, seq__lt=before_again,
+                                         seq__gte=after_again),  # fmt: skip
         )
         .values_list("hash_seen", "same_call_keys", "same_tool_keys")
     ),
@@ -487,18 +492,23 @@ _NOVELTY_READS = Prepared(
         "tool": (ToolCall._meta.get_field("tool"), "prepared:marker:tool"),
         "fingerprint": (ToolCall._meta.get_field("fingerprint"), "prepared:marker:fingerprint"),
         "before": (ToolCall._meta.get_field("seq"), 2_109_876_541),
+        "after": (ToolCall._meta.get_field("seq"), 2_109_876_543),
         "tool_again": (ToolCall._meta.get_field("tool"), "prepared:marker:tool-again"),
         "before_again": (ToolCall._meta.get_field("seq"), 2_109_876_542),
+        "after_again": (ToolCall._meta.get_field("seq"), 2_109_876_544),
     },
 )
 
 
 def _novelty_reads(task: Task, call: ToolCall, novelty: str) -> tuple[bool, Any]:
     """Whether `task` saw the data hash `novelty`, and the key digests of the call's earlier
-    result to compare a new one with: the same call's last, else the same tool's last."""
+    result to compare a new one with: the same call's last, else the same tool's last, within
+    `novelty_rules.KEYS_LOOKBACK` trace rows."""
+    after = max(call.seq - novelty_rules.KEYS_LOOKBACK, 0)
     ((seen, same_call, same_tool),) = _NOVELTY_READS.rows(
         task=task.pk, hash=novelty, tool=call.tool, fingerprint=call.fingerprint,
-        before=call.seq, tool_again=call.tool, before_again=call.seq,
+        before=call.seq, after=after, tool_again=call.tool, before_again=call.seq,
+        after_again=after,
     )  # fmt: skip
     return bool(seen), same_call or same_tool
 

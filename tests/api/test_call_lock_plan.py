@@ -12,8 +12,6 @@ plans PostgreSQL makes once it has statistics.
 
 from __future__ import annotations
 
-import json
-import re
 from decimal import Decimal
 
 import pytest
@@ -24,6 +22,7 @@ from agents.models import Agent, ModelCall, ToolCall
 from agents.services.runner import MODEL_CALL_AND_OPERATION_PROBE
 from agents.services.tasks import task_create
 from agents.taskrow import _LOCK_OWN, _LOCK_WITH_CALL, _LOCK_WITH_MODEL_CALL
+from tests.api.plans import generic_plan, scans
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
 
@@ -59,30 +58,6 @@ def long_task(make_task, agent_row):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE agents_task, agents_modelcall, agents_toolcall, agents_agent")
     return task
-
-
-def generic_plan(sql: str, params: list) -> dict:
-    """EXPLAIN ANALYZE of the statement run as a prepared statement on its generic plan."""
-    count = iter(range(1, len(params) + 1))
-    numbered = re.sub(r"%s", lambda _m: f"${next(count)}", sql)
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE lw_lock_plan AS {numbered}")
-        try:
-            slots = ", ".join(["%s"] * len(params))
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lw_lock_plan({slots})", params)
-            (plan,) = cursor.fetchone()
-        finally:
-            cursor.execute("DEALLOCATE lw_lock_plan")
-    return (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
-
-
-def scans(plan: dict, table: str) -> list[dict]:
-    """The plan's nodes that read `table`."""
-    found = [plan] if plan.get("Relation Name") == table else []
-    for child in plan.get("Plans", []):
-        found += scans(child, table)
-    return found
 
 
 def assert_found_by_key(plan: dict, table: str) -> None:
