@@ -78,8 +78,9 @@ class Floor(APIView):
     authentication), the lock of the caller's task with the agent's flags (one SELECT ... FOR
     NO KEY UPDATE), one statement of writes (a model call row, the task's counters, the day
     row's reservation; three statements on SQLite, as the guard's are there), the COMMIT. It
-    decides nothing: a task the caller owns is always allowed, whatever its state or limits.
-    Body: `{"task": "<the task's id>"}`.
+    decides nothing: a task the caller owns is always allowed, whatever its state or limits,
+    which is why only the bench's own server routes it (devtools/urls.py). Body: `{"task":
+    "<the task's id>"}`.
     """
 
     @extend_schema(exclude=True)

@@ -1,7 +1,8 @@
-"""The project's URLs with the bench's routes in front, as the bench's server has them."""
+"""The project's URLs with the bench's floor in front, as the bench's own server routes it."""
 
-from django.urls import include, path
+from django.urls import path
 
+from devtools.server import Floor
 from loopwarden.urls import urlpatterns as project
 
-urlpatterns = [path("api/v1/_bench/", include("devtools.urls")), *project]
+urlpatterns = [path("api/v1/_bench/floor", Floor.as_view()), *project]

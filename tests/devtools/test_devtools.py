@@ -16,6 +16,7 @@ from tests.live import ROOT
 
 DEV_COMMANDS = ["bench", "measure_render", "seed_demo", "simulate"]
 BASELINE = "/api/v1/_bench/baseline"
+FLOOR = "/api/v1/_bench/floor"
 # The route the URL resolves to, and the developer commands Django knows, as `manage.py` sees
 # them in a process of its own.
 PROBE = (
@@ -23,6 +24,7 @@ PROBE = (
     "from django.core.management import get_commands\n"
     "from django.urls import resolve\n"
     f"print(resolve({BASELINE!r}).url_name)\n"
+    f"print(resolve({FLOOR!r}).url_name)\n"
     f"print(','.join(sorted(set(get_commands()) & {set(DEV_COMMANDS)!r})))\n"
 )
 
@@ -47,12 +49,20 @@ def probe(env: dict[str, str]) -> list[str]:
 
 
 def test_without_the_switch_no_benchmark_route_and_no_developer_commands(env):
-    assert probe(env) == ["api-unrouted", ""]
+    assert probe(env) == ["api-unrouted", "api-unrouted", ""]
 
 
 def test_with_the_switch_the_route_and_the_commands_are_there(env):
     assert probe({**env, "LOOPWARDEN_DEVTOOLS": "true"}) == [
-        "devtools-bench-baseline", ",".join(DEV_COMMANDS)
+        "devtools-bench-baseline", "api-unrouted", ",".join(DEV_COMMANDS)
+    ]
+
+
+def test_the_floor_is_routed_in_the_benchs_own_server_only(env):
+    """The floor writes trace rows whatever the task's state: not in `./dev run`'s server,
+    which has the developer tools on but is not the bench's."""
+    assert probe({**env, "LOOPWARDEN_DEVTOOLS": "true", "LOOPWARDEN_BENCH": "true"})[:2] == [
+        "devtools-bench-baseline", "devtools-bench-floor"
     ]
 
 
