@@ -1,11 +1,15 @@
-"""What `manage.py bench` needs of the server it starts: a baseline and a statement count.
+"""What `manage.py bench` needs of the server it starts: a baseline, a floor and a statement
+count.
 
 The baseline endpoint is the cheapest authenticated write the API can do: one bearer-token
 authentication and one single-row UPDATE in one transaction, through the same middleware and
 DRF stack as every guard decision. The bench compares the decisions with it, so the figures say
-what the guard itself costs beyond "an authenticated write to the database".
+what the guard itself costs beyond "an authenticated write to the database". The floor
+(`Floor`) is the database work of a gate without its code: between the two, the figures say how
+much of that cost the guarantees take and how much the guard's code does.
 
-Routed (devtools/urls.py) only when the devtools app is installed: never in production.
+Routed (devtools/urls.py) only when the devtools app is installed: never in production (the
+floor only in the bench's own server).
 """
 
 from __future__ import annotations
@@ -65,7 +69,6 @@ class StatementCountMiddleware:
             response = self.get_response(request)
         response[self.header] = str(count)
         return response
-
 
 
 class Floor(APIView):

@@ -799,8 +799,8 @@ def trace_latency(
     queueing: the cost of one request).
     `novelty`: the tasks judge progress by data hashes instead of evidence.
 
-    The decisions and the baseline share one kept-alive connection, so one server worker
-    answers them all: a request that came on another connection would wake another worker
+    The decisions, the baseline and the floor share one kept-alive connection, so one server
+    worker answers them all: a request that came on another connection would wake another worker
     process, and whichever kind came first after the switch would pay for the wake-up."""
     short: Samples = defaultdict(list)
     long: Samples = defaultdict(list)
