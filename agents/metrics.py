@@ -26,15 +26,15 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
-from django.db.models import Count, Min, Sum
+from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, Counter, Histogram, values
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from agents import selectors
 from agents.guard import terms
-from agents.models import AgentDay, Task
 from ledger.selectors import operations_waiting_verdict
 
 if not getattr(values.ValueClass, "_multiprocess", False):
@@ -138,7 +138,7 @@ class DatabaseCollector(Collector):
     def _from_database() -> Iterator[GaugeMetricFamily]:
         now = timezone.now()
         tasks = GaugeMetricFamily("loopwarden_tasks", "Tasks by state.", labels=["state"])
-        found = dict(Task.objects.order_by().values_list("state").annotate(n=Count("id")))
+        found = selectors.task_counts_by_state()
         for state in terms.TASK_STATES:
             tasks.add_metric([state], found.get(state, 0))
         yield tasks
@@ -158,17 +158,15 @@ class DatabaseCollector(Collector):
             value=max(oldest, 0),
         )
 
-        day = AgentDay.objects.filter(day=now.date()).aggregate(
-            spent=Sum("spent"), reserved=Sum("reserved")
-        )
+        spent, reserved = selectors.spend_on(now.date())
         spend = GaugeMetricFamily(
             "loopwarden_spend_today",
             "Money of all agents today (UTC day), in the price table's currency: `spent` "
             "(settled and expired reservations) and `reserved` (gates not yet settled).",
             labels=["kind"],
         )
-        spend.add_metric(["spent"], float(day["spent"] or 0))
-        spend.add_metric(["reserved"], float(day["reserved"] or 0))
+        spend.add_metric(["spent"], float(spent))
+        spend.add_metric(["reserved"], float(reserved))
         yield spend
 
 

@@ -138,7 +138,9 @@ class AgentDay(models.Model):
     """
 
     # No index of its own: the unique (agent, day) index serves every lookup by agent, and
-    # one index fewer is one write fewer when a day row is inserted.
+    # one index fewer is one write fewer when a day row is inserted. The day has one (the
+    # day's totals of all agents: console, metrics); updates leave both untouched, so a
+    # decision's change to the day row stays a HOT update.
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="days", db_index=False)
     day = models.DateField()
     spent = models.DecimalField(default=Decimal("0"), **MONEY)
@@ -152,6 +154,7 @@ class AgentDay(models.Model):
                 condition=Q(reserved__gte=0), name="agent_day_reserved_non_negative"
             ),
         ]
+        indexes = [models.Index(fields=["day"], name="agent_day_day")]
 
 
 def hash_token(raw: str) -> str:

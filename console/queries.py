@@ -7,9 +7,10 @@ from datetime import datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from agents import selectors
 from agents.guard import terms
 from agents.models import Agent, AgentDay, ApiToken, Event, Task
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
@@ -42,7 +43,7 @@ class StateCount:
 
 
 def state_counts() -> list[StateCount]:
-    found = dict(Task.objects.order_by().values_list("state").annotate(n=Count("id")))
+    found = selectors.task_counts_by_state()
     return [StateCount(s, STATE_WORDS[s], found.get(s, 0)) for s in terms.TASK_STATES]
 
 
@@ -60,10 +61,7 @@ def trips_today() -> list[tuple[str, str, int]]:
 
 
 def spend_today() -> tuple[Decimal, Decimal]:
-    totals = AgentDay.objects.filter(day=timezone.now().date()).aggregate(
-        spent=Sum("spent"), reserved=Sum("reserved")
-    )
-    return totals["spent"] or Decimal(0), totals["reserved"] or Decimal(0)
+    return selectors.spend_on(timezone.now().date())
 
 
 def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = False) -> QuerySet:
