@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from django.db import connection
+from django.db import connection, transaction
 
 
 def generic_plan(sql: str, params: list) -> dict:
@@ -30,3 +30,42 @@ def scans(plan: dict, table: str) -> list[dict]:
     for child in plan.get("Plans", []):
         found += scans(child, table)
     return found
+
+
+def plans_of(run, *, analyze: bool = False) -> list[dict]:
+    """The plans of the queries `run()` sends, as EXPLAIN prints them (run too, with
+    `analyze`) with sequential scans off: a small test table then does not hide which index
+    the planner would use."""
+    sent: list[tuple[str, list]] = []
+
+    def capture(execute, sql, params, many, context):
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+    plans = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        with connection.execute_wrapper(capture):
+            run()
+        for sql, params in sent:
+            cursor.execute(f"EXPLAIN ({options}) {sql}", params)
+            (plan,) = cursor.fetchone()
+            plans.append((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+    return plans
+
+
+def rows_read(scan: dict) -> int:
+    """The rows an analyzed scan node looked at, kept or not."""
+    return int(
+        (scan.get("Actual Rows", 0) + scan.get("Rows Removed by Filter", 0)
+         + scan.get("Rows Removed by Index Recheck", 0)) * scan.get("Actual Loops", 1)
+    )  # fmt: skip
+
+
+def index_names(node: dict) -> set[str]:
+    """The indexes a scan node reads: its own, or its bitmap's."""
+    names = {node["Index Name"]} if "Index Name" in node else set()
+    for child in node.get("Plans", []):
+        names |= index_names(child)
+    return names

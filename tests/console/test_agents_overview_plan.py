@@ -9,47 +9,19 @@ page's queries (run, sequential scans off) how many task rows they looked at.
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from agents.guard import terms
 from agents.models import Task
 from agents.services import tasks
 from console import queries
-from tests.api.plans import scans
+from tests.api.plans import plans_of, rows_read, scans
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
 
 
-def plans_of(run) -> list[dict]:
-    """The plans of the queries `run()` sends, as EXPLAIN prints them with seqscans off."""
-    sent: list[tuple[str, list]] = []
-
-    def capture(execute, sql, params, many, context):
-        sent.append((sql, params))
-        return execute(sql, params, many, context)
-
-    plans = []
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        with connection.execute_wrapper(capture):
-            run()
-        for sql, params in sent:
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-            (plan,) = cursor.fetchone()
-            plans.append(plan[0]["Plan"] if isinstance(plan, list) else plan)
-    return plans
-
-
 FINISHED = 2000
 RUNNING = 3
-
-
-def rows_read(scan: dict) -> int:
-    """The rows a scan looked at, kept or not (a bitmap scan's, from its heap node)."""
-    return int(
-        (scan.get("Actual Rows", 0) + scan.get("Rows Removed by Filter", 0)
-         + scan.get("Rows Removed by Index Recheck", 0)) * scan.get("Actual Loops", 1)
-    )  # fmt: skip
 
 
 def add_finished_tasks(like: Task, count: int) -> None:
@@ -75,9 +47,8 @@ def test_running_tasks_are_counted_from_the_running_tasks_only(agent):
     done.save()
     add_finished_tasks(done, FINISHED)
 
-    task_scans = [
-        scan for plan in plans_of(queries.agents_overview) for scan in scans(plan, "agents_task")
-    ]
+    plans = plans_of(queries.agents_overview, analyze=True)
+    task_scans = [scan for plan in plans for scan in scans(plan, "agents_task")]
 
     assert task_scans
     assert sum(rows_read(scan) for scan in task_scans) <= 2 * RUNNING, task_scans

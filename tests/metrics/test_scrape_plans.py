@@ -11,47 +11,22 @@ indexes (sequential scans off, so that a small test table does not hide the choi
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from agents import selectors
-from tests.api.plans import scans
+from tests.api.plans import index_names, plans_of, scans
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
-
-
-def plan_of(run) -> dict:
-    """The plan of the one query `run()` sends, as EXPLAIN prints it with seqscans off."""
-    sent: list[tuple[str, list]] = []
-
-    def capture(execute, sql, params, many, context):
-        sent.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        with connection.execute_wrapper(capture):
-            run()
-        ((sql, params),) = sent
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-        (plan,) = cursor.fetchone()
-    return plan[0]["Plan"] if isinstance(plan, list) else plan
 
 
 def test_tasks_by_state_are_counted_from_the_state_index_alone(make_task):
     make_task(goal="one task")
 
-    (scan,) = scans(plan_of(selectors.task_counts_by_state), "agents_task")
+    (plan,) = plans_of(selectors.task_counts_by_state)
+    (scan,) = scans(plan, "agents_task")
 
     assert (scan["Node Type"], scan["Index Name"]) == ("Index Only Scan", "task_state_deadline")
-
-
-def index_names(node: dict) -> set[str]:
-    """The indexes a scan node reads: its own, or its bitmap's."""
-    names = {node["Index Name"]} if "Index Name" in node else set()
-    for child in node.get("Plans", []):
-        names |= index_names(child)
-    return names
 
 
 def test_the_days_money_is_summed_through_the_day_index(agent_row):
@@ -65,6 +40,7 @@ def test_the_days_money_is_summed_through_the_day_index(agent_row):
         )
         cursor.execute("ANALYZE agents_agentday")
 
-    (scan,) = scans(plan_of(lambda: selectors.spend_on(timezone.now().date())), "agents_agentday")
+    (plan,) = plans_of(lambda: selectors.spend_on(timezone.now().date()))
+    (scan,) = scans(plan, "agents_agentday")
 
     assert index_names(scan) == {"agent_day_day"}, scan
