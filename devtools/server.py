@@ -27,8 +27,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.errors import BadInput, NotFound
-from agents.models import Agent, AgentDay, ApiToken, ModelCall, Task
+from agents.models import Agent, ApiToken, ModelCall, Task
 from agents.prepared import hot_cursor
+from agents.services.common import day_upsert
 from loopwarden.env import env_bool
 
 
@@ -98,26 +99,31 @@ class Floor(APIView):
         agent_id = request.auth.agent_id
         now = timezone.now()
         estimate = Decimal("0.0007")
+        # Each value as its field sends it (SQLite keeps ids and decimals as text).
+        task_key = _db(Task, "id", task_id)
         with transaction.atomic(), hot_cursor() as cursor:
-            cursor.execute(_FLOOR_LOCK, [_db(Task, "id", task_id), agent_id])
+            cursor.execute(_FLOOR_LOCK, [task_key, agent_id])
             row = cursor.fetchone()
             if row is None:
                 raise NotFound("No such task.", code="TASK_NOT_FOUND")
             seq, calls = row[0] + 1, row[1] + 1
-            # Each value as its field sends it (SQLite keeps ids and decimals as text).
-            task_key, stamp = _db(Task, "id", task_id), _db(Task, "updated_at", now)
-            money = _db(AgentDay, "reserved", estimate)
+            stamp = _db(Task, "updated_at", now)
             call = [seq, calls, MODEL, _db(ModelCall, "reserved_cost", estimate), stamp, task_key]
             task = [seq, calls, stamp, task_key]
-            day = [agent_id, _db(AgentDay, "day", now.date()), money, money]
+            # The day's reservation is the guard's own upsert (agents.services.common).
+            day_sql, day = day_upsert(agent_id, now.date(), estimate, Decimal(0))
             if connection.vendor == "postgresql":
-                cursor.execute(_FLOOR_WRITES, [*call, *task, *day])
+                cursor.execute(
+                    f"WITH c AS ({_FLOOR_CALL} RETURNING id), t AS ({_FLOOR_TASK}), "
+                    f"d AS ({day_sql}) SELECT id FROM c",
+                    [*call, *task, *day],
+                )
                 (call_id,) = cursor.fetchone()
             else:
                 cursor.execute(_FLOOR_CALL, call)
                 call_id = cursor.lastrowid
                 cursor.execute(_FLOOR_TASK, task)
-                cursor.execute(_FLOOR_DAY, day)
+                cursor.execute(day_sql, day)
         return Response({"decision": "ALLOW", "model_call": call_id, "round": calls})
 
 
@@ -140,12 +146,3 @@ _FLOOR_CALL = (
     "%s, false, %s)"
 )
 _FLOOR_TASK = f"UPDATE {_TASK} SET trace_seq = %s, model_calls = %s, updated_at = %s WHERE id = %s"
-_FLOOR_DAY = (
-    f"INSERT INTO {AgentDay._meta.db_table} (agent_id, day, spent, reserved) "
-    f"VALUES (%s, %s, 0, %s) ON CONFLICT (agent_id, day) "
-    f"DO UPDATE SET reserved = {AgentDay._meta.db_table}.reserved + %s"
-)
-_FLOOR_WRITES = (
-    f"WITH c AS ({_FLOOR_CALL} RETURNING id), t AS ({_FLOOR_TASK}), d AS ({_FLOOR_DAY}) "
-    "SELECT id FROM c"
-)

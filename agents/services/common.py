@@ -73,7 +73,7 @@ def move_day_money(
     the end of the transaction) serializes every change to the agent's day, so racing gates
     each see the others' reservations. Taken after the task lock, never before.
     """
-    sql, params = _day_upsert(agent_id, day, reserved, spent)
+    sql, params = day_upsert(agent_id, day, reserved, spent)
     with hot_cursor() as cursor:
         cursor.execute(sql, params)
         day_spent, day_reserved = cursor.fetchone()
@@ -86,15 +86,18 @@ def move_day_money_later(
     """`move_day_money` for a caller that does not need the day's total: inside
     `agents.prepared.writes_together` the upsert goes with the decision's other writes (its row
     lock is then taken with them, still after the task's), else it runs now."""
-    sql, params = _day_upsert(agent_id, day, reserved, spent)
+    sql, params = day_upsert(agent_id, day, reserved, spent)
     if not write_later(DEFAULT_DB_ALIAS, sql, params):
         with hot_cursor() as cursor:
             cursor.execute(sql, params)
 
 
-def _day_upsert(
+def day_upsert(
     agent_id: int, day: date, reserved: Decimal, spent: Decimal
 ) -> tuple[str, list[Any]]:
+    """The statement that adds to an agent day's money (inserting the row if it is missing)
+    and its parameters, answering the day's spent and reserved: the day row's one upsert,
+    for `move_day_money`, `move_day_money_later` and the bench's floor."""
     table = AgentDay._meta.db_table
     cast = "CAST(%s AS NUMERIC)" if connection.vendor == "sqlite" else "%s"
     # The inserted row holds what it can (a release has nothing to release from; the CHECK
