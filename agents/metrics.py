@@ -96,14 +96,27 @@ def request_done(**_kwargs: Any) -> None:
     _request_arrived.set(None)
 
 
+# Each label set's child, found once: `labels()` converts, locks and looks it up on every call.
+# (A child outlives a fork: its value notices the new process id and writes its own file.)
+_DECISION_CHILDREN: dict[tuple[str, str, str], Any] = {}
+_SECONDS_CHILDREN: dict[str, Any] = {}
+
+
 def decision_counted(kind: str, decision: str, reason: str | None, *, stopped: bool) -> None:
     """Count one decision; called by `hooks.decision_logged` whatever the log level."""
-    DECISIONS.labels(kind, decision, reason or "").inc()
+    labels = (kind, decision, reason or "")
+    child = _DECISION_CHILDREN.get(labels)
+    if child is None:
+        child = _DECISION_CHILDREN[labels] = DECISIONS.labels(*labels)
+    child.inc()
     if stopped:
         STOPS.labels(reason or "", terms.REASON_CODES.get(reason or "") or "").inc()
     arrived = _request_arrived.get()
     if arrived is not None:
-        DECISION_SECONDS.labels(kind).observe(time.perf_counter() - arrived)
+        seconds = _SECONDS_CHILDREN.get(kind)
+        if seconds is None:
+            seconds = _SECONDS_CHILDREN[kind] = DECISION_SECONDS.labels(kind)
+        seconds.observe(time.perf_counter() - arrived)
 
 
 def sweep_counted(sweep: str, *, claimed: int, stopped: int) -> None:

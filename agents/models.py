@@ -14,7 +14,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, signals
+from django.db.models.base import ModelState
 
 from agents.guard import terms
 from agents.guard.limits import PROFILE_DEFAULTS
@@ -29,6 +30,40 @@ MONEY = {"max_digits": 14, "decimal_places": 6}
 # Every limit's default, defined once: the guard core's `Limits` (and, for the two
 # profile-only fields of the task creation rate, `PROFILE_DEFAULTS` beside it).
 DEFAULTS = terms.Limits()
+
+
+class ReadOften(models.Model):
+    """A model whose rows every decision reads (the token, the agent, the task, its calls):
+    `from_db` builds a row from the database without `Model.__init__`.
+
+    Django's `from_db` calls `cls(*values)`, whose `__init__` walks every field to set it one
+    attribute at a time; here the values go into the instance's `__dict__` in one update, in the
+    same order (`_meta.concrete_fields`), with the same `_state` (not adding, from `db`). Only for
+    a row with every field loaded and no `pre_init`/`post_init` receiver; anything else is
+    Django's `from_db` itself.
+    """
+
+    class Meta:
+        abstract = True
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        attnames = cls.__dict__.get("_read_often_attnames")
+        if attnames is None:
+            attnames = tuple(f.attname for f in cls._meta.concrete_fields)
+            cls._read_often_attnames = attnames
+        if (
+            len(values) != len(attnames)
+            or signals.pre_init.has_listeners(cls)
+            or signals.post_init.has_listeners(cls)
+        ):
+            return super().from_db(db, field_names, values)
+        new = cls.__new__(cls)
+        new.__dict__.update(zip(attnames, values))
+        state = new._state = ModelState()
+        state.adding = False
+        state.db = db
+        return new
 
 
 class LimitProfile(models.Model):
@@ -102,7 +137,7 @@ class LimitProfile(models.Model):
         return terms.Limits.from_dict({name: getattr(self, name) for name in terms.Limits.names()})
 
 
-class Agent(models.Model):
+class Agent(ReadOften):
     """An identity that runs tasks. `paused` is the agent-level kill switch."""
 
     name = models.SlugField(max_length=64, unique=True)
@@ -161,7 +196,7 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-class ApiToken(models.Model):
+class ApiToken(ReadOften):
     """A bearer token, stored as its SHA-256. Belongs to an agent or to a user (operator)."""
 
     key_hash = models.CharField(max_length=64, unique=True)
@@ -200,7 +235,7 @@ class ApiToken(models.Model):
 LOOP_LABELS = [("real_loop", "real loop"), ("false_stop", "false stop")]
 
 
-class Task(models.Model):
+class Task(ReadOften):
     """One user goal: state, limits, usage counters, verified revision and detection window."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -327,7 +362,7 @@ class Phase(models.Model):
         ]
 
 
-class ModelCall(models.Model):
+class ModelCall(ReadOften):
     """One request to the model-call gate, and its usage report once settled."""
 
     # Served by the unique (task, seq) index: no index of its own (one write fewer per gate).
@@ -361,7 +396,7 @@ class ModelCall(models.Model):
         constraints = [models.UniqueConstraint(fields=["task", "seq"], name="model_call_seq")]
 
 
-class ToolCall(models.Model):
+class ToolCall(ReadOften):
     """One request to the tool gate, with its decision and, once reported, its result."""
 
     # Served by the unique (task, seq) index: no index of its own (one write fewer per request).
