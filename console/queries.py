@@ -7,6 +7,7 @@ from datetime import datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypedDict, cast
 
+from django.db import connection
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
@@ -178,7 +179,20 @@ def agent_overview(name: str) -> Agent | None:
 
 
 def event_kinds() -> list[str]:
-    return list(Event.objects.order_by("kind").values_list("kind", flat=True).distinct())
+    """Every kind of event recorded, in order (the audit page's filter). A loose index scan:
+    each kind is one probe of the kind index for the next one up, so the page reads as many
+    index entries as there are kinds, not every event ever recorded (a DISTINCT would)."""
+    quote = connection.ops.quote_name
+    table, kind = quote(Event._meta.db_table), quote("kind")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE kinds (kind) AS ("
+            f"SELECT MIN({kind}) FROM {table} "
+            f"UNION ALL SELECT (SELECT MIN({kind}) FROM {table} WHERE {kind} > kinds.kind) "
+            f"FROM kinds WHERE kinds.kind IS NOT NULL) "
+            f"SELECT kind FROM kinds WHERE kind IS NOT NULL"
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 def limit_changes(limit: int = 30) -> list[Event]:
