@@ -59,7 +59,7 @@ class ReadOften(models.Model):
         ):
             return super().from_db(db, field_names, values)
         new = cls.__new__(cls)
-        new.__dict__.update(zip(attnames, values))
+        new.__dict__.update(zip(attnames, values, strict=True))
         state = new._state = ModelState()
         state.adding = False
         state.db = db

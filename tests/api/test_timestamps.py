@@ -29,7 +29,7 @@ def _read(sql: str, *, djangos: bool, zone: str | None = None) -> list:
             # A cursor's own loader overrides the connection's: Django's, as it registers it.
             register_tzloader(connection.timezone, cursor.cursor)
         if zone:
-            cursor.execute("SET LOCAL TIME ZONE %s" % connection.ops.quote_name(zone))
+            cursor.execute(f"SET LOCAL TIME ZONE {connection.ops.quote_name(zone)}")
         cursor.execute(sql)
         return cursor.fetchall()
 
