@@ -9,7 +9,7 @@ rows come back as the queryset's model instances (related rows and annotations i
 the statement goes through the connection's cursor like any other (execute wrappers, query
 logging and statement counts see it).
 
-Below the models: it imports only Django.
+Below the models: it imports only Django (and `loopwarden.timestamps`' loader lookup).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from django.db.models.query import get_related_populators
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
 from django.utils.functional import cached_property
+
+from loopwarden.timestamps import timestamp_loader
 
 # psycopg prepares a statement only when its connection has a threshold; Django leaves it unset
 # (None: never). The hot path's cursors ask for preparing on every statement, so a threshold no
@@ -70,9 +72,7 @@ def _timezone_differs(connection, raw) -> bool:
     per driver connection (both are set when the connection opens)."""
     known = getattr(_TIMEZONES, "known", None)
     if known is None or known[0] is not raw:
-        from psycopg.pq import Format
-
-        tzloader = raw.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
+        tzloader = timestamp_loader(raw.adapters)
         known = _TIMEZONES.known = (raw, connection.timezone != tzloader.timezone)
     return known[1]
 
@@ -116,9 +116,6 @@ class _Sent:
         from psycopg import ClientCursor
 
         return ClientCursor(self._connection).mogrify(self._sql, self._params).encode()
-
-
-_TIMESTAMPTZ_OID = 1184
 
 
 class Prepared:

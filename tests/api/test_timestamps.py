@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import DataError, connection
 from django.db.backends.postgresql.psycopg_any import register_tzloader
-from psycopg.pq import Format
 
-from loopwarden.timestamps import TIMESTAMPTZ_OID
+from loopwarden.timestamps import timestamp_loader
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
 
@@ -36,7 +35,7 @@ def _read(sql: str, *, djangos: bool, zone: str | None = None) -> list:
 
 def test_a_new_connection_reads_timestamps_with_the_fast_loader():
     connection.ensure_connection()
-    loader = connection.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+    loader = timestamp_loader(connection.connection.adapters)
     assert loader.__name__ == "FastTimestamptzLoader"
     # Django compares this attribute on every cursor it creates.
     assert loader.timezone == connection.timezone
