@@ -96,34 +96,35 @@ def request_done(**_kwargs: Any) -> None:
     _request_arrived.set(None)
 
 
-# Each label set's child, found once: `labels()` converts, locks and looks it up on every call.
-# (A child outlives a fork: its value notices the new process id and writes its own file.)
-_DECISION_CHILDREN: dict[tuple[str, str, str], Any] = {}
-_SECONDS_CHILDREN: dict[str, Any] = {}
+# Each metric's child for a label set, found once: `labels()` converts, locks and looks it up
+# on every call. (A child outlives a fork: its value notices the new process id and writes its
+# own file.)
+_CHILDREN: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    key = (metric, labels)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*labels)
+    return child
 
 
 def decision_counted(kind: str, decision: str, reason: str | None, *, stopped: bool) -> None:
     """Count one decision; called by `hooks.decision_logged` whatever the log level."""
-    labels = (kind, decision, reason or "")
-    child = _DECISION_CHILDREN.get(labels)
-    if child is None:
-        child = _DECISION_CHILDREN[labels] = DECISIONS.labels(*labels)
-    child.inc()
+    _child(DECISIONS, kind, decision, reason or "").inc()
     if stopped:
-        STOPS.labels(reason or "", terms.REASON_CODES.get(reason or "") or "").inc()
+        _child(STOPS, reason or "", terms.REASON_CODES.get(reason or "") or "").inc()
     arrived = _request_arrived.get()
     if arrived is not None:
-        seconds = _SECONDS_CHILDREN.get(kind)
-        if seconds is None:
-            seconds = _SECONDS_CHILDREN[kind] = DECISION_SECONDS.labels(kind)
-        seconds.observe(time.perf_counter() - arrived)
+        _child(DECISION_SECONDS, kind).observe(time.perf_counter() - arrived)
 
 
 def sweep_counted(sweep: str, *, claimed: int, stopped: int) -> None:
     """Count one run of a sweep job and the rows it changed (zero counts too: it ran)."""
-    SWEEP_RUNS.labels(sweep).inc()
-    SWEEP_ROWS.labels(sweep, "claimed").inc(claimed)
-    SWEEP_ROWS.labels(sweep, "stopped").inc(stopped)
+    _child(SWEEP_RUNS, sweep).inc()
+    _child(SWEEP_ROWS, sweep, "claimed").inc(claimed)
+    _child(SWEEP_ROWS, sweep, "stopped").inc(stopped)
 
 
 class DatabaseCollector(Collector):
