@@ -11,6 +11,9 @@ HTTP, through the thin client, as agents see it:
    transaction behind the same authentication (`devtools/server.py`), and the ratio. The two
    alternate in `--slices` slices (agents carry their tasks across slices), so a machine whose
    speed drifts during the run slows both alike; the ratio of each pair of slices is shown too.
+   Beside them, read from /proc (`devtools/cpu.py`), the CPU each request cost in gunicorn's
+   processes, in PostgreSQL's and in the bench's own client threads: on a machine whose cores
+   all three share, that CPU is what sets the throughput ratio.
 3. Decision latency on a task with 10 prior trace rows versus one with 5,000. Those rows are
    bulk-inserted through the ORM for speed; the measured decisions are real HTTP requests.
    A decision reads and writes one task row, whatever the trace length, so the ratio should
@@ -46,7 +49,8 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -61,6 +65,7 @@ from loopwarden_client import Client, LoopwardenError, TaskStopped
 
 from agents.guard import core, terms
 from agents.loop_eval import NOW, eval_limits
+from devtools.cpu import GROUPS, CpuMeter, Spent
 from devtools.live import gunicorn_server
 
 ALIAS = "bench"
@@ -179,13 +184,15 @@ class Command(BaseCommand):
             drive_agents(server.api, tokens[: counts[0]], 1.0)
             drive_baseline(server.api, tokens[: counts[0]], 1.0)
             drive_floor(server.api, tokens[: counts[0]], 1.0)
+            meter = CpuMeter(server.process.pid)
+            opts["cpu"] = meter
             phases = []
             for count in counts:
                 analyze()
                 self.say(f"{count} agents and the baseline, {opts['seconds']:g} s each, in "
                          f"{opts['slices']} alternating slices")  # fmt: skip
                 decisions, baseline, floor, ratios = interleaved(
-                    server.api, tokens[:count], opts["seconds"], opts["slices"]
+                    server.api, tokens[:count], opts["seconds"], opts["slices"], meter
                 )
                 phases.append((count, decisions, baseline, floor, ratios))
             self.say(f"trace length 10 vs {opts['trace_length']}, {opts['samples']} rounds each")
@@ -287,6 +294,9 @@ class Command(BaseCommand):
                        or floor.samples.get(f"{name}#sql"))  # fmt: skip
             if counted:
                 out(f"  {name:<28}{statements_cell(counted)}")
+        meter = opts.get("cpu")
+        if meter is not None and meter.available:
+            self.report_cpu(opts, meter, decisions, baseline, floor)
         if opts.get("one_by_one_shown"):
             return
         opts["one_by_one_shown"] = True
@@ -295,6 +305,48 @@ class Command(BaseCommand):
             opts, "latency one request at a time (one client, no queueing), interleaved:",
             short, long, one_by_one,
         )  # fmt: skip
+
+    def report_cpu(
+        self, opts: dict[str, Any], meter: CpuMeter, decisions: Run, baseline: Run, floor: Run
+    ) -> None:
+        """CPU per request of each workload by process group, read from /proc, and the
+        throughput ratio that CPU alone would allow."""
+        out = self.stdout.write
+        if opts["database"].startswith("SQLite"):
+            where = "SQLite runs inside the server's processes"
+        elif meter.database_seen:
+            where = "PostgreSQL: every postgres process on this machine"
+        else:
+            where = "PostgreSQL is not on this machine: not measured"
+        out("CPU per request, read from /proc (ms; server: gunicorn's master and workers; "
+            f"{where}; clients: the bench's own threads; task creations counted as "
+            "requests):")  # fmt: skip
+        head = f"{'workload':<30}{'server':>10}{'database':>10}{'clients':>10}{'all':>10}"
+        out(f"{head}{'machine busy (stolen)':>25}")
+        out("-" * (len(head) + 25))
+        per_request = {}
+        for label, run, names in (
+            ("guard decisions (all)", decisions, DECISIONS),
+            ("baseline: 1-row UPDATE", baseline, ("baseline",)),
+            ("floor: a gate's database work", floor, ("floor",)),
+        ):
+            requests = run.requests(names)
+            if not requests or not run.cpu.total:
+                continue
+            cells = [run.cpu.seconds[group] * 1000 / requests for group in GROUPS]
+            per_request[label] = [*cells, sum(cells)]
+            busy = f"{run.cpu.busy / run.cpu.total:.0%} ({run.cpu.steal / run.cpu.total:.0%})"
+            out(f"{label:<30}" + "".join(f"{ms:>10.2f}" for ms in per_request[label])
+                + f"{busy:>25}")  # fmt: skip
+        mine, base = per_request.get("guard decisions (all)"), per_request.get(
+            "baseline: 1-row UPDATE"
+        )
+        if mine and base:
+            out(f"{'decisions / baseline':<30}" + "".join(
+                f"{m / b:>10.2f}" if b else f"{'':>10}" for m, b in zip(mine, base, strict=True)
+            ))  # fmt: skip
+            out(f"  the throughput ratio CPU alone would allow (the baseline's CPU per request "
+                f"over the decisions'): {base[-1] / mine[-1]:.2f}")  # fmt: skip
 
     def trace_length_table(
         self, opts: dict[str, Any], title: str, short: Samples, long: Samples,
@@ -520,6 +572,7 @@ class Run:
         self.errors = 0
         self.stops = 0
         self.tasks = 0
+        self.cpu = Spent()  # where the machine's CPU went meanwhile (`measured`)
         self._lock = threading.Lock()
 
     def merge(self, samples: Samples, *, errors: int = 0, stops: int = 0, tasks: int = 0) -> None:
@@ -531,9 +584,15 @@ class Run:
             self.tasks += tasks
 
     def absorb(self, other: Run) -> None:
-        """Add another run's samples, counts and time (one slice of an interleaved phase)."""
+        """Add another run's samples, counts, time and CPU (one slice of an interleaved
+        phase)."""
         self.merge(other.samples, errors=other.errors, stops=other.stops, tasks=other.tasks)
         self.seconds += other.seconds
+        self.cpu.absorb(other.cpu)
+
+    def requests(self, names: tuple[str, ...]) -> int:
+        """Requests sent to the endpoints `names`, and the task creations among them."""
+        return sum(len(self.samples.get(name, [])) for name in names) + self.tasks
 
     def rate(self, names: tuple[str, ...]) -> float:
         """Requests per second of the endpoints `names`."""
@@ -617,18 +676,57 @@ def for_seconds(
     return run
 
 
+class ClientPool:
+    """The clients of a sliced phase, one of each kind per token, made before its first slice
+    and kept across slices, as agents keep theirs: making an httpx client costs about 28 ms of
+    CPU (its TLS context), which made afresh for every slice would be charged to the requests
+    of that slice (about a millisecond each at 8 agents and 1 s slices)."""
+
+    def __init__(self, api: str, tokens: list[str]) -> None:
+        self.agents = {token: bench_client(api, token) for token in tokens}
+        self.floors = {token: bench_client(api, token) for token in tokens}
+        self.baselines = {token: baseline_client(api, token) for token in tokens}
+
+    def close(self) -> None:
+        for client in [*self.agents.values(), *self.floors.values()]:
+            client.close()
+        for http in self.baselines.values():
+            http.close()
+
+
+@contextmanager
+def kept(clients: dict[str, Any] | None, token: str, make: Callable[[], Any]) -> Iterator[Any]:
+    """The token's client from `clients` (its owner closes it), else a new one, closed after."""
+    if clients is not None:
+        yield clients[token]
+        return
+    with make() as client:
+        yield client
+
+
+def baseline_client(api: str, token: str) -> httpx.Client:
+    """A bare httpx client for the baseline endpoint, its connection kept alive."""
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=api, headers=headers, timeout=60, transport=CountingTransport())
+
+
 def drive_agents(
-    api: str, tokens: list[str], seconds: float, carry: dict[str, tuple[str, int]] | None = None
+    api: str,
+    tokens: list[str],
+    seconds: float,
+    carry: dict[str, tuple[str, int]] | None = None,
+    pool: ClientPool | None = None,
 ) -> Run:
     """Each token's agent loops rounds on a task of its own for `seconds`. With `carry`, a slice
     of a longer run: an agent goes on with the task `carry` holds for its token and, when the
     time is up, leaves it running for the next slice (`stop_carried` ends them); without it,
-    the task in progress is stopped at the end."""
+    the task in progress is stopped at the end. With `pool`, each agent uses its client there."""
 
     def agent(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
         errors = stops = tasks = 0
-        with bench_client(api, token) as client:
+        clients = pool.agents if pool is not None else None
+        with kept(clients, token, lambda: bench_client(api, token)) as client:
             while time.monotonic() < stop_at:
                 task_id, first = carry.pop(token, (None, 1)) if carry is not None else (None, 1)
                 if task_id is None:
@@ -664,27 +762,41 @@ def stop_carried(api: str, carry: dict[str, tuple[str, int]]) -> None:
 
 
 def interleaved(
-    api: str, tokens: list[str], seconds: float, slices: int
+    api: str, tokens: list[str], seconds: float, slices: int, meter: CpuMeter | None = None
 ) -> tuple[Run, Run, Run, list[float]]:
     """The throughput phase: `slices` alternating slices of agents, of the baseline and of the
     floor, the same threads, `seconds` in all for each. A machine whose speed drifts during the
     run (other tenants, frequency) then slows them all alike; the ratio of the decisions and
     the baseline in each slice is returned too. Agents carry their tasks across slices, as one
-    run of `seconds` would."""
+    run of `seconds` would. With `meter`, each run's `cpu` says where the CPU went."""
     decisions, baseline, floor, ratios = Run(), Run(), Run(), []
     carry: dict[str, tuple[str, int]] = {}
     floor_tasks = {token: open_task(api, token, "bench: the floor") for token in tokens}
-    for _ in range(slices):
-        agents = drive_agents(api, tokens, seconds / slices, carry)
-        calls = drive_baseline(api, tokens, seconds / slices)
-        least = drive_floor(api, tokens, seconds / slices, floor_tasks)
-        ratios.append(agents.rate(DECISIONS) / calls.rate(("baseline",)))
-        decisions.absorb(agents)
-        baseline.absorb(calls)
-        floor.absorb(least)
+    pool = ClientPool(api, tokens)
+    try:
+        for _ in range(slices):
+            part = seconds / slices
+            agents = measured(meter, drive_agents, api, tokens, part, carry, pool)
+            calls = measured(meter, drive_baseline, api, tokens, part, pool)
+            least = measured(meter, drive_floor, api, tokens, part, floor_tasks, pool)
+            ratios.append(agents.rate(DECISIONS) / calls.rate(("baseline",)))
+            decisions.absorb(agents)
+            baseline.absorb(calls)
+            floor.absorb(least)
+    finally:
+        pool.close()
     stop_carried(api, carry)
     stop_carried(api, {token: (task, 0) for token, task in floor_tasks.items()})
     return decisions, baseline, floor, ratios
+
+
+def measured(meter: CpuMeter | None, drive: Callable[..., Run], *args: Any) -> Run:
+    """`drive(*args)`, its run's `cpu` the CPU spent meanwhile (when there is a meter)."""
+    start = meter.snapshot() if meter is not None else None
+    run = drive(*args)
+    if meter is not None and start is not None:
+        run.cpu.add(start, meter.snapshot())
+    return run
 
 
 def open_task(api: str, token: str, goal: str) -> str:
@@ -693,16 +805,22 @@ def open_task(api: str, token: str, goal: str) -> str:
 
 
 def drive_floor(
-    api: str, tokens: list[str], seconds: float, tasks: dict[str, str] | None = None
+    api: str,
+    tokens: list[str],
+    seconds: float,
+    tasks: dict[str, str] | None = None,
+    pool: ClientPool | None = None,
 ) -> Run:
     """Each token posts the floor (`devtools.server.Floor`) on a task of its own (from `tasks`,
-    else one opened and stopped here) for `seconds`, through the thin client's connection."""
+    else one opened and stopped here) for `seconds`, through the thin client's connection (its
+    client in `pool`, when given)."""
 
     def caller(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
         errors = 0
         task = tasks[token] if tasks is not None else open_task(api, token, "bench: the floor")
-        with bench_client(api, token) as client:
+        clients = pool.floors if pool is not None else None
+        with kept(clients, token, lambda: bench_client(api, token)) as client:
             while time.monotonic() < stop_at:
                 errors += post_floor(client, task, samples) != 200
             if tasks is None:
@@ -718,13 +836,16 @@ def post_floor(client: Client, task: str, samples: Samples) -> int:
     return int(response.status_code)
 
 
-def drive_baseline(api: str, tokens: list[str], seconds: float) -> Run:
+def drive_baseline(
+    api: str, tokens: list[str], seconds: float, pool: ClientPool | None = None
+) -> Run:
+    """Each token posts the baseline for `seconds` (on its client in `pool`, when given)."""
+
     def caller(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
         errors = 0
-        headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=api, headers=headers, timeout=60,
-                          transport=CountingTransport()) as http:  # fmt: skip
+        clients = pool.baselines if pool is not None else None
+        with kept(clients, token, lambda: baseline_client(api, token)) as http:
             while time.monotonic() < stop_at:
                 response = timed(samples, "baseline", http.post, "_bench/baseline")
                 errors += response.status_code != 200
