@@ -1,0 +1,330 @@
+"""`manage.py profile_decisions`: where a decision's server CPU goes, step by step.
+
+`manage.py bench` says how much CPU a request costs in each process under load; this says what
+the server spends it on. It runs the app in one process, without gunicorn or a network: the
+thin client sends the bench's rounds (gate, usage, tool request, result; a write every fourth
+step) through Django's WSGI handler, then the baseline and the floor the same number of
+times. Around each step of the road a request takes (Django's handler, the token
+authentication, DRF, the body's parsing and validation, the task lock, the rules, the writes,
+the commit, the log line and metrics, the answer) it adds up the CPU time spent in that step
+and not in a step inside it, with `time.process_time`.
+
+The steps are named functions of the code (`STEPS`); a test checks that each is still there.
+Waiting on the database is not CPU, but the CPU the driver spends sending, receiving and
+decoding is charged to the step that ran the statement. The figures are a measurement, not a
+test: compare the columns of one run, not runs on different days.
+
+It needs a database of its own, as the bench does (`--database-url`: created and migrated if
+missing; SQLite with sqlite:///path). It runs itself again in a child process with that
+database as its default.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.test.utils import override_settings
+from loopwarden_client import Client, LoopwardenError, TaskStopped
+
+from devtools.management.commands import bench
+
+# (label, module, attribute): the steps of the road, outermost first. A step's figure is the
+# CPU spent in it and not in a step listed here that it calls.
+STEPS: list[tuple[str, str, str]] = [
+    ("Django: middleware, URL routing", "django.core.handlers.wsgi", "WSGIHandler.__call__"),
+    ("DRF: request, negotiation, dispatch", "rest_framework.views", "APIView.dispatch"),
+    ("authentication", "agents.api.auth", "BearerTokenAuthentication.authenticate"),
+    ("body: parsing and validation", "agents.api.views", "_valid"),
+    ("view", "agents.api.views", "ModelCallGate.post"),
+    ("view", "agents.api.views", "ModelCallUsage.post"),
+    ("view", "agents.api.views", "ToolCallRequest.post"),
+    ("view", "agents.api.views", "ToolCallResult.post"),
+    ("view", "agents.api.views", "TaskFinish.post"),
+    ("view", "agents.api.views", "TaskList.post"),
+    ("view (the baseline: its UPDATE)", "devtools.server", "Baseline.post"),
+    ("view (the floor: all its work)", "devtools.server", "Floor.post"),
+    ("service code", "agents.services.runner", "model_call_gate"),
+    ("service code", "agents.services.runner", "model_call_usage"),
+    ("service code", "agents.services.runner", "_tool_call_request_once"),
+    ("service code", "agents.services.runner", "tool_call_result"),
+    ("service code", "agents.services.runner", "task_finish"),
+    ("reads of a fixed shape (token, lock)", "agents.prepared", "Prepared.rows"),
+    ("task row: to the rules' state", "agents.services.runner", "to_state"),
+    ("task row: from the rules' state", "agents.services.runner", "apply_state"),
+    ("task row: changed columns", "agents.services.runner", "save_task"),
+    ("trace row: insert", "agents.services.runner", "insert_row"),
+    ("call row: update", "agents.services.runner", "save_columns"),
+    ("model instances: Model.__init__", "django.db.models.base", "Model.__init__"),
+    ("transaction: begin, end", "django.db.transaction", "Atomic.__enter__"),
+    ("transaction: begin, end", "django.db.transaction", "Atomic.__exit__"),
+    ("writes sent together", "agents.prepared", "_send"),
+    ("rules (guard core)", "agents.guard.core", "*"),
+    ("ledger", "ledger.services", "*"),
+    ("stop: record and report", "agents.services.stops", "record_stop"),
+    ("commit", "django.db.backends.base.base", "BaseDatabaseWrapper.commit"),
+    ("decision log line and metrics", "agents.services.hooks", "decision_logged"),
+    ("answer: JSON rendering", "rest_framework.renderers", "JSONRenderer.render"),
+]
+
+WORKLOADS = ("decisions", "baseline", "floor")
+
+
+class Ledger:
+    """CPU seconds and calls by step and workload, each step's own (`wrap`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.calls: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.workload = ""
+        self._inner: list[float] = []
+
+    def wrap(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            if not self.workload:
+                return fn(*args, **kwargs)
+            started = time.process_time()
+            self._inner.append(0.0)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.process_time() - started
+                inner = self._inner.pop()
+                self.seconds[self.workload][label] += spent - inner
+                self.calls[self.workload][label] += 1
+                if self._inner:
+                    self._inner[-1] += spent
+
+        return step
+
+
+def step_targets(module_name: str, attribute: str) -> list[tuple[Any, str]]:
+    """(owner, name) of each function a step names: `Class.method`, a module function, or
+    `*`, every function the module defines itself."""
+    module = importlib.import_module(module_name)
+    if attribute == "*":
+        return [
+            (module, name)
+            for name, value in vars(module).items()
+            if callable(value) and not isinstance(value, type) and not name.startswith("_")
+            and getattr(value, "__module__", "").startswith(module_name.rsplit(".", 1)[0])
+        ]
+    owner: Any = module
+    *path, name = attribute.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    if not callable(getattr(owner, name, None)):
+        raise LookupError(f"{module_name}.{attribute} is not a function")
+    return [(owner, name)]
+
+
+@contextmanager
+def wrapped(ledger: Ledger) -> Iterator[None]:
+    """Every step of `STEPS` wrapped for the block, put back after."""
+    originals: list[tuple[Any, str, Any]] = []
+    try:
+        for label, module_name, attribute in STEPS:
+            for owner, name in step_targets(module_name, attribute):
+                # A class's own entry (an inherited method has none: put back by removing).
+                originals.append((owner, name, vars(owner).get(name, _INHERITED)))
+                setattr(owner, name, ledger.wrap(label, getattr(owner, name)))
+        yield
+    finally:
+        for owner, name, original in reversed(originals):
+            if original is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+_INHERITED = object()
+
+
+class Command(BaseCommand):
+    help = "Where a decision's server CPU goes, step by step, in one process (no gunicorn)."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--rounds", type=int, default=300,
+                            help="agent rounds (4 decisions each); as many baseline and floor "
+                            "requests as decisions")  # fmt: skip
+        parser.add_argument(
+            "--database-url",
+            default="postgres://postgres@127.0.0.1:5432/loopwarden_bench",
+            help="a database of its own (created and migrated if missing), as for the bench",
+        )
+        parser.add_argument("--in-process", action="store_true", help="(internal) the child")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["rounds"] < 1:
+            raise CommandError("--rounds must be at least 1")
+        if not opts["in_process"]:
+            self.run_child(opts)
+            return
+        self.profile(opts["rounds"])
+
+    def run_child(self, opts: dict[str, Any]) -> None:
+        url = opts["database_url"]
+        if not url.startswith(("postgres://", "postgresql://", "sqlite:///")):
+            raise CommandError("--database-url: postgres://... or sqlite:///path")
+        if not url.startswith("sqlite:///"):
+            bench.ensure_database(url)
+        bench.migrate(url)
+        env = {**os.environ, "DATABASE_URL": url, "LOOPWARDEN_DEVTOOLS": "true",
+               "LOOPWARDEN_BENCH": "true", "DB_CONN_MAX_AGE": os.environ.get(
+                   "DB_CONN_MAX_AGE", "60"), "API_THROTTLE_RATE": "1000000/second",
+               "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO")}  # fmt: skip
+        command = [sys.executable, "manage.py", "profile_decisions", "--in-process",
+                   "--rounds", str(opts["rounds"]), "--database-url", url]  # fmt: skip
+        # The decision log lines go to the child's standard error: to nowhere, as in the bench.
+        done = subprocess.run(command, cwd=bench.ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        self.stdout.write(done.stdout.rstrip("\n"))
+        if done.returncode != 0:
+            raise CommandError(f"the profile's process failed (exit {done.returncode})")
+
+    def profile(self, rounds: int) -> None:
+        from django.core.wsgi import get_wsgi_application
+        from django.db import connection
+
+        bench.use_database(os.environ["DATABASE_URL"])
+        (token,) = bench.prepare_agents(1)
+        if connection.vendor == "postgresql":
+            bench.analyze()
+        server = [0.0]
+        application = get_wsgi_application()
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+            started = time.process_time()
+            try:
+                return [b"".join(application(environ, start_response))]
+            finally:
+                server[0] += time.process_time() - started
+
+        api = "http://127.0.0.1/api/v1/"
+        ledger = Ledger()
+        client = Client(api, token, timeout=60, transport=httpx.WSGITransport(app=app))
+        agent = Rounds(client)
+        floor_task = str(client.create_task("profile: the floor")["id"])
+        counts: dict[str, int] = {}
+        spent: dict[str, tuple[float, float]] = {}
+        with override_settings(ALLOWED_HOSTS=["127.0.0.1"]), wrapped(ledger):
+            agent.run(20)  # warm: statements prepared, caches filled
+            for _ in range(20):
+                client._http.post("_bench/baseline")
+                client._http.post("_bench/floor", json={"task": floor_task})
+            for workload in WORKLOADS:
+                ledger.workload = workload
+                server[0] = 0.0
+                started = time.process_time()
+                if workload == "decisions":
+                    counts[workload] = agent.run(rounds)
+                else:
+                    counts[workload] = repeat(client, workload, floor_task, 4 * rounds)
+                spent[workload] = (server[0], time.process_time() - started)
+                ledger.workload = ""
+        client.stop(floor_task, reason="profile over")
+        agent.close()
+        client.close()
+        self.report(ledger, counts, spent, connection.vendor)
+
+    def report(
+        self,
+        ledger: Ledger,
+        counts: dict[str, int],
+        spent: dict[str, tuple[float, float]],
+        vendor: str,
+    ) -> None:
+        out = self.stdout.write
+        out(f"where the server's CPU goes, in one process ({vendor}; Django's WSGI handler "
+            "called by the thin client, no gunicorn, no network):")  # fmt: skip
+        out(f"  requests: {counts['decisions']} decisions (the bench's rounds, task creations "
+            f"and finishes included), {counts['baseline']} baseline, {counts['floor']} floor")
+        out("  ms of CPU per request spent in each step and not in a step inside it; "
+            "(n): calls per request")
+        head = f"{'step':<38}" + "".join(f"{w:>16}" for w in WORKLOADS)
+        out(head)
+        out("-" * len(head))
+        labels = list(dict.fromkeys(label for label, _module, _attribute in STEPS))
+        for label in labels:
+            cells = []
+            for workload in WORKLOADS:
+                calls = ledger.calls[workload].get(label, 0)
+                if not calls:
+                    cells.append(f"{'':>16}")
+                    continue
+                ms = ledger.seconds[workload][label] * 1000 / counts[workload]
+                cells.append(f"{ms:>9.3f} ({calls / counts[workload]:.1f})".rjust(16))
+            if any(cell.strip() for cell in cells):
+                out(f"{label:<38}" + "".join(cells))
+        out("-" * len(head))
+        rows = {
+            "all steps": [sum(ledger.seconds[w].values()) for w in WORKLOADS],
+            "the server (around the WSGI call)": [spent[w][0] for w in WORKLOADS],
+            "the thin client and its transport": [spent[w][1] - spent[w][0] for w in WORKLOADS],
+        }
+        for label, values in rows.items():
+            out(f"{label:<38}" + "".join(
+                f" {v * 1000 / counts[w]:>9.3f}".ljust(16)
+                for v, w in zip(values, WORKLOADS, strict=True)
+            ).rstrip())  # fmt: skip
+        server = [spent[w][0] * 1000 / counts[w] for w in WORKLOADS]
+        out(f"the server's CPU per decision: {server[0] / server[1]:.2f}x the baseline's, "
+            f"{server[0] / server[2]:.2f}x the floor's")
+
+
+class Rounds:
+    """The bench's agent in one thread: rounds on a task of its own, a new task after
+    `bench.ROUNDS_PER_TASK` rounds (finished with verified evidence) or a stop."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.task: str | None = None
+        self.step = 0
+
+    def run(self, rounds: int) -> int:
+        """Run `rounds` rounds; the requests sent."""
+        samples: bench.Samples = defaultdict(list)
+        created = 0
+        for _ in range(rounds):
+            if self.task is None:
+                self.task, self.step = str(self.client.create_task("profile: export")["id"]), 0
+                created += 1
+            self.step += 1
+            try:
+                bench.one_round(self.client, self.task, self.step, samples)
+                if self.step == bench.ROUNDS_PER_TASK:
+                    evidence = {"revision": self.step, "done": True}
+                    bench.timed(samples, "finish", self.client.finish, self.task,
+                                evidence=evidence)  # fmt: skip
+                    self.task = None
+            except (TaskStopped, LoopwardenError):
+                self.task = None
+        return sum(len(v) for name, v in samples.items() if "#" not in name) + created
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.client.stop(self.task, reason="profile over")
+
+
+def repeat(client: Client, workload: str, floor_task: str, times: int) -> int:
+    """Send the baseline or the floor `times` times; each must answer 200."""
+    for _ in range(times):
+        if workload == "baseline":
+            response = client._http.post("_bench/baseline")
+        else:
+            response = client._http.post("_bench/floor", json={"task": floor_task})
+        if response.status_code != 200:
+            raise CommandError(f"{workload}: HTTP {response.status_code} {response.text[:200]}")
+    return times

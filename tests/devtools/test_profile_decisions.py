@@ -1,0 +1,53 @@
+"""`manage.py profile_decisions`: each step it names is a function of the code, it counts each
+request's steps as they happen, and it leaves the code as it found it (no timing asserted)."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from agents.api import views
+from agents.services import runner
+from devtools.management.commands.profile_decisions import (
+    STEPS,
+    Ledger,
+    step_targets,
+    wrapped,
+)
+
+
+@pytest.mark.parametrize(("label", "module", "attribute"), STEPS)
+def test_every_step_names_a_function_of_the_code(label, module, attribute):
+    assert step_targets(module, attribute), f"{label}: {module}.{attribute} names nothing"
+
+
+def test_the_code_is_put_back_as_it_was():
+    valid, gate, dispatch = views._valid, runner.model_call_gate, views.APIView.dispatch
+    with wrapped(Ledger()):
+        assert views._valid is not valid
+        assert runner.model_call_gate is not gate
+    assert (views._valid, runner.model_call_gate, views.APIView.dispatch) == (valid, gate, dispatch)
+    assert "dispatch" not in vars(views.ModelCallGate)  # inherited stays inherited
+
+
+def test_a_run_counts_each_requests_steps(devtools, tmp_path):
+    out = StringIO()
+    url = f"sqlite:///{tmp_path / 'profile.sqlite3'}"
+    call_command("profile_decisions", database_url=url, rounds=4, stdout=out)
+    text = out.getvalue()
+
+    rows = {line[:38].strip(): line[38:].split() for line in text.splitlines()}
+    # Columns: decisions, baseline, floor; each "ms (calls per request)".
+    handler = rows["Django: middleware, URL routing"]
+    assert handler[1::2] == ["(1.0)", "(1.0)", "(1.0)"]  # one WSGI call per request
+    # A decision reads the token's row and locks its task (two reads); the others the token's.
+    assert rows["reads of a fixed shape (token, lock)"][1::2] == ["(2.0)", "(1.0)", "(1.0)"]
+    assert rows["body: parsing and validation"][1::2] == ["(1.0)"]
+    assert rows["commit"][1::2] == ["(1.0)", "(1.0)", "(1.0)"]
+    # The steps are the server's time split, none counted twice: together no more than it.
+    steps, server = rows["all steps"], rows["the server (around the WSGI call)"]
+    assert all(float(a) <= float(b) for a, b in zip(steps, server, strict=True))
+    assert "the server's CPU per decision:" in text
+    assert "16 decisions" in text  # 4 rounds of 4 requests, on the task opened while warming up
