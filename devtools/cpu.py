@@ -115,12 +115,14 @@ class CpuMeter:
     `postgres`), and by this process (the bench's client threads).
 
     Linux only: `available` is False elsewhere, and when PostgreSQL is not on this machine
-    (or the database is SQLite, inside the server's processes) `database_seen` is False.
+    `database_seen` is False. With `database=False` (SQLite, inside the server's processes)
+    no postgres process is counted.
     """
 
-    def __init__(self, server_pid: int, proc: Path = PROC) -> None:
+    def __init__(self, server_pid: int, proc: Path = PROC, *, database: bool = True) -> None:
         self.server_pid = server_pid
         self.proc = proc
+        self.database = database
         self.available = (proc / "stat").exists() and (proc / str(server_pid)).exists()
         self.database_seen = False
 
@@ -134,7 +136,7 @@ class CpuMeter:
                 server += p.own + p.children
             elif p.parent == self.server_pid:
                 server += p.own
-            if p.name == "postgres":
+            if self.database and p.name == "postgres":
                 self.database_seen = True
                 database += p.own
                 if names.get(p.parent) != "postgres":  # the postmaster: its reaped backends

@@ -145,3 +145,11 @@ def test_a_pooled_client_outlives_its_slice_and_a_fresh_one_is_closed():
     with bench.kept(None, "t", Fake) as fresh:
         pass
     assert fresh.closed
+
+
+def test_on_sqlite_no_postgres_process_is_counted():
+    # PostgreSQL runs on the machines that have it whatever the bench's database is: on SQLite
+    # its processes are none of the bench's business.
+    spent = CpuMeter(os.getpid(), database=False).snapshot()
+
+    assert spent.database == 0.0

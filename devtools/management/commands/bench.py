@@ -184,7 +184,7 @@ class Command(BaseCommand):
             drive_agents(server.api, tokens[: counts[0]], 1.0)
             drive_baseline(server.api, tokens[: counts[0]], 1.0)
             drive_floor(server.api, tokens[: counts[0]], 1.0)
-            meter = CpuMeter(server.process.pid)
+            meter = CpuMeter(server.process.pid, database=not sqlite)
             opts["cpu"] = meter
             phases = []
             for count in counts:
