@@ -147,8 +147,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         url = opts["database_url"]
         sqlite = url.startswith("sqlite:///")
-        if not sqlite and not url.startswith(("postgres://", "postgresql://")):
-            raise CommandError("--database-url: postgres://... or sqlite:///path")
+        check_database_url(url)
         try:
             counts = [int(n) for n in str(opts["agents"]).split(",")]
         except ValueError:
@@ -165,18 +164,12 @@ class Command(BaseCommand):
             )
         opts["database"] = "SQLite (the embedded default)" if sqlite else "PostgreSQL"
         self.say(f"database {url}: creating if missing, migrating")
-        if not sqlite:
-            ensure_database(url)
-        migrate(url)
+        prepare_database(url)
         use_database(url)
         tokens = prepare_agents(max([*counts, opts["soak_agents"]]))
         opts["load_before"] = os.getloadavg()[0]
         opts["autovacuum"] = autovacuum_setting()
-        # The server has the developer tools (the baseline endpoint, the statement counts). The
-        # throttle runs (its cost is part of a decision's) but at a rate no bench reaches.
-        env = {"LOOPWARDEN_DEVTOOLS": "true", "LOOPWARDEN_BENCH": "true",
-               "DB_CONN_MAX_AGE": str(opts["conn_max_age"]),
-               "LOG_LEVEL": opts["log_level"], "API_THROTTLE_RATE": "1000000/second"}  # fmt: skip
+        env = server_env(opts["conn_max_age"], opts["log_level"])
         with gunicorn_server(database_url=url, workers=opts["workers"], threads=opts["threads"],
                              env=env) as server:  # fmt: skip
             self.say(f"gunicorn at {server.url}: {opts['workers']} workers x "
@@ -485,6 +478,28 @@ def core_latency(threshold: float | None, *, window: int = 8, rounds: int = 2000
 # -- the database ------------------------------------------------------------------------------
 
 
+def check_database_url(url: str) -> None:
+    """A --database-url the bench can use: PostgreSQL, or SQLite for the embedded default."""
+    if not url.startswith(("postgres://", "postgresql://", "sqlite:///")):
+        raise CommandError("--database-url: postgres://... or sqlite:///path")
+
+
+def prepare_database(url: str) -> None:
+    """The database created (PostgreSQL, if missing) and migrated."""
+    if not url.startswith("sqlite:///"):
+        ensure_database(url)
+    migrate(url)
+
+
+def server_env(conn_max_age: int | str, log_level: str) -> dict[str, str]:
+    """The environment of the app the bench measures: the developer tools (the baseline and
+    floor endpoints, the statement counts) on, and the throttle running (its cost is part of a
+    decision's) at a rate no bench reaches."""
+    return {"LOOPWARDEN_DEVTOOLS": "true", "LOOPWARDEN_BENCH": "true",
+            "DB_CONN_MAX_AGE": str(conn_max_age), "LOG_LEVEL": log_level,
+            "API_THROTTLE_RATE": "1000000/second"}  # fmt: skip
+
+
 def ensure_database(url: str) -> None:
     """CREATE DATABASE if it is missing (outside a transaction, as PostgreSQL requires)."""
     import psycopg
@@ -710,6 +725,38 @@ def baseline_client(api: str, token: str) -> httpx.Client:
     return httpx.Client(base_url=api, headers=headers, timeout=60, transport=CountingTransport())
 
 
+class BenchAgent:
+    """The bench's simulated agent on one client: rounds (`one_round`) on a task of its own,
+    which it finishes with verified evidence after `ROUNDS_PER_TASK` rounds. A task the guard
+    stops, or a request that fails, is left for a new one. It counts the tasks it opened, the
+    stops and the errors; `task` and `step` (the rounds done on it) say where it is."""
+
+    def __init__(self, client: Client, task: str | None = None, step: int = 0) -> None:
+        self.client = client
+        self.task = task
+        self.step = step
+        self.tasks = self.stops = self.errors = 0
+
+    def round(self, samples: Samples) -> None:
+        if self.task is None:
+            self.task = str(self.client.create_task("bench: export every invoice")["id"])
+            self.step = 0
+            self.tasks += 1
+        self.step += 1
+        try:
+            one_round(self.client, self.task, self.step, samples)
+            if self.step == ROUNDS_PER_TASK:
+                timed(samples, "finish", self.client.finish, self.task,
+                      evidence={"revision": ROUNDS_PER_TASK, "done": True})  # fmt: skip
+                self.task = None
+        except TaskStopped:
+            self.stops += 1
+            self.task = None
+        except (LoopwardenError, httpx.HTTPError):
+            self.errors += 1
+            self.task = None
+
+
 def drive_agents(
     api: str,
     tokens: list[str],
@@ -717,45 +764,33 @@ def drive_agents(
     carry: dict[str, tuple[str, int]] | None = None,
     pool: ClientPool | None = None,
 ) -> Run:
-    """Each token's agent loops rounds on a task of its own for `seconds`. With `carry`, a slice
-    of a longer run: an agent goes on with the task `carry` holds for its token and, when the
-    time is up, leaves it running for the next slice (`stop_carried` ends them); without it,
-    the task in progress is stopped at the end. With `pool`, each agent uses its client there."""
+    """Each token's agent (`BenchAgent`) loops rounds for `seconds`. With `carry`, a slice of a
+    longer run: an agent goes on with the task `carry` holds for its token (and the rounds done
+    on it) and, when the time is up, leaves it running for the next slice (`stop_carried` ends
+    them); without it, the task in progress is stopped at the end. With `pool`, each agent uses
+    its client there."""
 
     def agent(token: str, stop_at: float, run: Run) -> None:
         samples: Samples = defaultdict(list)
-        errors = stops = tasks = 0
         clients = pool.agents if pool is not None else None
         with kept(clients, token, lambda: bench_client(api, token)) as client:
+            task, done = carry.pop(token, (None, 0)) if carry is not None else (None, 0)
+            bench = BenchAgent(client, task, done)
             while time.monotonic() < stop_at:
-                task_id, first = carry.pop(token, (None, 1)) if carry is not None else (None, 1)
-                if task_id is None:
-                    task_id = client.create_task("bench: export every invoice")["id"]
-                    tasks += 1
-                try:
-                    for n in range(first, ROUNDS_PER_TASK + 1):
-                        if time.monotonic() >= stop_at:
-                            if carry is not None:
-                                carry[token] = (task_id, n)
-                            else:
-                                client.stop(task_id, reason="bench over")
-                            break
-                        one_round(client, task_id, n, samples)
-                    else:
-                        timed(samples, "finish", client.finish, task_id,
-                              evidence={"revision": ROUNDS_PER_TASK, "done": True})  # fmt: skip
-                except TaskStopped:
-                    stops += 1
-                except (LoopwardenError, httpx.HTTPError):
-                    errors += 1
-        run.merge(samples, errors=errors, stops=stops, tasks=tasks)
+                bench.round(samples)
+            if bench.task is not None:
+                if carry is not None:
+                    carry[token] = (bench.task, bench.step)
+                else:
+                    client.stop(bench.task, reason="bench over")
+        run.merge(samples, errors=bench.errors, stops=bench.stops, tasks=bench.tasks)
 
     return for_seconds(agent, tokens, seconds)
 
 
 def stop_carried(api: str, carry: dict[str, tuple[str, int]]) -> None:
     """Stop the tasks a sliced run left running."""
-    for token, (task_id, _n) in carry.items():
+    for token, (task_id, _done) in carry.items():
         with bench_client(api, token) as client:
             client.stop(task_id, reason="bench over")
     carry.clear()

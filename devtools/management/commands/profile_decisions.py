@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test.utils import override_settings
-from loopwarden_client import Client, LoopwardenError, TaskStopped
+from loopwarden_client import Client
 
 from devtools.management.commands import bench
 
@@ -176,15 +176,10 @@ class Command(BaseCommand):
 
     def run_child(self, opts: dict[str, Any]) -> None:
         url = opts["database_url"]
-        if not url.startswith(("postgres://", "postgresql://", "sqlite:///")):
-            raise CommandError("--database-url: postgres://... or sqlite:///path")
-        if not url.startswith("sqlite:///"):
-            bench.ensure_database(url)
-        bench.migrate(url)
-        env = {**os.environ, "DATABASE_URL": url, "LOOPWARDEN_DEVTOOLS": "true",
-               "LOOPWARDEN_BENCH": "true", "DB_CONN_MAX_AGE": os.environ.get(
-                   "DB_CONN_MAX_AGE", "60"), "API_THROTTLE_RATE": "1000000/second",
-               "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO")}  # fmt: skip
+        bench.check_database_url(url)
+        bench.prepare_database(url)
+        env = {**os.environ, "DATABASE_URL": url, **bench.server_env(
+            os.environ.get("DB_CONN_MAX_AGE", "60"), os.environ.get("LOG_LEVEL", "INFO"))}
         command = [sys.executable, "manage.py", "profile_decisions", "--in-process",
                    "--rounds", str(opts["rounds"]), "--database-url", url]  # fmt: skip
         # The decision log lines go to the child's standard error: to nowhere, as in the bench.
@@ -215,27 +210,27 @@ class Command(BaseCommand):
         api = "http://127.0.0.1/api/v1/"
         ledger = Ledger()
         client = Client(api, token, timeout=60, transport=httpx.WSGITransport(app=app))
-        agent = Rounds(client)
+        agent = bench.BenchAgent(client)
         floor_task = str(client.create_task("profile: the floor")["id"])
         counts: dict[str, int] = {}
         spent: dict[str, tuple[float, float]] = {}
         with override_settings(ALLOWED_HOSTS=["127.0.0.1"]), wrapped(ledger):
-            agent.run(20)  # warm: statements prepared, caches filled
-            for _ in range(20):
-                client._http.post("_bench/baseline")
-                client._http.post("_bench/floor", json={"task": floor_task})
+            run_rounds(agent, 20)  # warm: statements prepared, caches filled
+            repeat(client, "baseline", floor_task, 20)
+            repeat(client, "floor", floor_task, 20)
             for workload in WORKLOADS:
                 ledger.workload = workload
                 server[0] = 0.0
                 started = time.process_time()
                 if workload == "decisions":
-                    counts[workload] = agent.run(rounds)
+                    counts[workload] = run_rounds(agent, rounds)
                 else:
                     counts[workload] = repeat(client, workload, floor_task, 4 * rounds)
                 spent[workload] = (server[0], time.process_time() - started)
                 ledger.workload = ""
         client.stop(floor_task, reason="profile over")
-        agent.close()
+        if agent.task is not None:
+            client.stop(agent.task, reason="profile over")
         client.close()
         self.report(ledger, counts, spent, connection.vendor)
 
@@ -284,47 +279,23 @@ class Command(BaseCommand):
             f"{server[0] / server[2]:.2f}x the floor's")
 
 
-class Rounds:
-    """The bench's agent in one thread: rounds on a task of its own, a new task after
-    `bench.ROUNDS_PER_TASK` rounds (finished with verified evidence) or a stop."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.task: str | None = None
-        self.step = 0
-
-    def run(self, rounds: int) -> int:
-        """Run `rounds` rounds; the requests sent."""
-        samples: bench.Samples = defaultdict(list)
-        created = 0
-        for _ in range(rounds):
-            if self.task is None:
-                self.task, self.step = str(self.client.create_task("profile: export")["id"]), 0
-                created += 1
-            self.step += 1
-            try:
-                bench.one_round(self.client, self.task, self.step, samples)
-                if self.step == bench.ROUNDS_PER_TASK:
-                    evidence = {"revision": self.step, "done": True}
-                    bench.timed(samples, "finish", self.client.finish, self.task,
-                                evidence=evidence)  # fmt: skip
-                    self.task = None
-            except (TaskStopped, LoopwardenError):
-                self.task = None
-        return sum(len(v) for name, v in samples.items() if "#" not in name) + created
-
-    def close(self) -> None:
-        if self.task is not None:
-            self.client.stop(self.task, reason="profile over")
+def run_rounds(agent: bench.BenchAgent, rounds: int) -> int:
+    """`rounds` rounds of the bench's agent; the requests it sent (task creations included)."""
+    samples: bench.Samples = defaultdict(list)
+    opened = agent.tasks
+    for _ in range(rounds):
+        agent.round(samples)
+    return sum(len(v) for name, v in samples.items() if "#" not in name) + agent.tasks - opened
 
 
 def repeat(client: Client, workload: str, floor_task: str, times: int) -> int:
     """Send the baseline or the floor `times` times; each must answer 200."""
+    samples: bench.Samples = defaultdict(list)
     for _ in range(times):
         if workload == "baseline":
-            response = client._http.post("_bench/baseline")
+            status = client._http.post("_bench/baseline").status_code
         else:
-            response = client._http.post("_bench/floor", json={"task": floor_task})
-        if response.status_code != 200:
-            raise CommandError(f"{workload}: HTTP {response.status_code} {response.text[:200]}")
+            status = bench.post_floor(client, floor_task, samples)
+        if status != 200:
+            raise CommandError(f"{workload}: HTTP {status}")
     return times
