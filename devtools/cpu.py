@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import resource
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,7 +73,6 @@ def own_cpu() -> float:
 
 @dataclass(frozen=True)
 class Snapshot:
-    at: float
     server: float
     database: float
     busy: float
@@ -142,4 +140,4 @@ class CpuMeter:
                 if names.get(p.parent) != "postgres":  # the postmaster: its reaped backends
                     database += p.children
         busy, steal, total = machine_times(self.proc) if self.available else (0.0, 0.0, 0.0)
-        return Snapshot(time.monotonic(), server, database, busy, steal, total, before, own_cpu())
+        return Snapshot(server, database, busy, steal, total, before, own_cpu())
