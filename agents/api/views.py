@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors
-from agents.api import pagination
+from agents.api import envelope, pagination
 from agents.api import responses as r
 from agents.api import serializers as s
 from agents.api.auth import agent_of
@@ -26,7 +26,11 @@ _DIGITS = re.compile(r"[0-9]{1,16}")
 
 
 def _valid(serializer_class, request) -> dict:
-    serializer = serializer_class(data=request.data)
+    data = request.data
+    checked = envelope.validated(serializer_class, data)  # the decision bodies, DRF's rules
+    if checked is not None:
+        return checked
+    serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 
