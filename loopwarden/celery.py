@@ -15,7 +15,11 @@ from datetime import timedelta
 
 from celery import Celery, Task, shared_task
 
+from loopwarden import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
+# `filesystem://`, the embedded broker, writes each message whole (see loopwarden/broker.py).
+broker.register()
 
 app = Celery("loopwarden")
 app.config_from_object("django.conf:settings", namespace="CELERY")
