@@ -678,16 +678,28 @@ def for_seconds(
     worker: Callable[[str, float, Run], None], tokens: list[str], seconds: float
 ) -> Run:
     """Run `worker(token, stop_at, run)` on one thread per token until `seconds` have passed
-    (each worker stops starting work at `stop_at`); `run.seconds` is the time they all took."""
+    (each worker stops starting work at `stop_at`); `run.seconds` is the time they all took.
+    A worker counts a failed request in `run.errors`; anything else it raises is raised here,
+    once every thread has ended, instead of ending its thread with the report none the wiser."""
     run = Run()
+    failures: list[BaseException] = []
+
+    def guarded(token: str) -> None:
+        try:
+            worker(token, stop_at, run)
+        except BaseException as exc:  # raised again below: no thread ends unseen
+            failures.append(exc)
+
     started = time.monotonic()
     stop_at = started + seconds
-    threads = [threading.Thread(target=worker, args=(t, stop_at, run)) for t in tokens]
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in tokens]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     run.seconds = time.monotonic() - started
+    if failures:
+        raise failures[0]
     return run
 
 
@@ -866,8 +878,19 @@ def drive_floor(
 
 
 def post_floor(client: Client, task: str, samples: Samples) -> int:
-    """One floor request on the client's kept-alive connection; its status."""
-    response = timed(samples, "floor", client._http.post, "_bench/floor", json={"task": task})
+    """One floor request on the client's kept-alive connection; its status (0: no answer)."""
+    return posted(samples, "floor", client._http.post, "_bench/floor", json={"task": task})
+
+
+def posted(samples: Samples, name: str, post: Callable[..., httpx.Response], *args: Any,
+           **kw: Any) -> int:  # fmt: skip
+    """`timed(samples, name, post, ...)`'s HTTP status, or 0 when no answer came (the
+    connection failed or the server hung up): a reference request that failed is an error of
+    its run, as a decision's is (`BenchAgent`)."""
+    try:
+        response = timed(samples, name, post, *args, **kw)
+    except httpx.HTTPError:
+        return 0
     return int(response.status_code)
 
 
@@ -882,8 +905,7 @@ def drive_baseline(
         clients = pool.baselines if pool is not None else None
         with kept(clients, token, lambda: baseline_client(api, token)) as http:
             while time.monotonic() < stop_at:
-                response = timed(samples, "baseline", http.post, "_bench/baseline")
-                errors += response.status_code != 200
+                errors += posted(samples, "baseline", http.post, "_bench/baseline") != 200
         run.merge(samples, errors=errors)
 
     return for_seconds(caller, tokens, seconds)
