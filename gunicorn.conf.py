@@ -48,8 +48,12 @@ CLIENT_TIMEOUT_SECONDS = env_int("CLIENT_TIMEOUT_SECONDS", 10, minimum=1)
 # only restarts a worker that hangs as a whole.
 timeout = 30
 graceful_timeout = 30
-# Seconds an idle kept-alive connection waits for its next request (in the event loop).
-keepalive = 5
+# Seconds an idle kept-alive connection waits for its next request (in the event loop, in no
+# thread). Longer than any client or proxy in front keeps one idle (httpx, so the thin client:
+# 5 s; nginx's upstream pool: 60 s; a cloud load balancer: typically 60 s): the end that closes
+# an idle connection must be the one that would send on it, or a request sent just as the
+# server closes gets no answer (a 502 from nginx, which does not send a POST again).
+keepalive = env_int("KEEPALIVE_SECONDS", 75, minimum=1)
 
 
 def _timeval(seconds: int) -> bytes:
