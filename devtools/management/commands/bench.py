@@ -683,6 +683,8 @@ def for_seconds(
     once every thread has ended, instead of ending its thread with the report none the wiser."""
     run = Run()
     failures: list[BaseException] = []
+    started = time.monotonic()
+    stop_at = started + seconds
 
     def guarded(token: str) -> None:
         try:
@@ -690,8 +692,6 @@ def for_seconds(
         except BaseException as exc:  # raised again below: no thread ends unseen
             failures.append(exc)
 
-    started = time.monotonic()
-    stop_at = started + seconds
     threads = [threading.Thread(target=guarded, args=(t,)) for t in tokens]
     for thread in threads:
         thread.start()
