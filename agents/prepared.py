@@ -326,19 +326,19 @@ _INSERT_FIELDS: dict[type[Model], list[Field]] = {}  # the fields an INSERT writ
 
 
 def insert_row(obj: Model, using: str = "default") -> None:
-    """`obj.save()` of a new row (its id from the database), the same INSERT, without
-    rebuilding and compiling its query: the statement is compiled by Django once per model and
-    connection and run with the row's values. As `save_columns`, only for what that save would
-    do by itself; anything else is saved by `save`."""
+    """`obj.save()` of a new row (its id from the database, or set already: a UUID primary key
+    with a default), the same INSERT, without rebuilding and compiling its query: the statement
+    is compiled by Django once per model and connection and run with the row's values. As
+    `save_columns`, only for what that save would do by itself; anything else is saved by
+    `save`."""
     model = type(obj)
     meta = model._meta
     auto = meta.auto_field
     if (
         meta.parents
         or meta.order_with_respect_to
-        or auto is None
         or not obj._state.adding
-        or getattr(obj, auto.attname) is not None
+        or (obj.pk is None if auto is None else getattr(obj, auto.attname) is not None)
         or signals.pre_save.has_listeners(model)
         or signals.post_save.has_listeners(model)
     ):
@@ -367,6 +367,9 @@ def insert_row(obj: Model, using: str = "default") -> None:
         obj.save(using=using)
         return
     returning = meta.db_returning_fields
+    if auto is None and returning:  # nothing to read back but what the database fills in
+        obj.save(using=using)
+        return
     cache = _per_connection(_INSERTS, using, connection)
     compiled = cache.get(model)
     if compiled is None:
@@ -391,6 +394,14 @@ def insert_row(obj: Model, using: str = "default") -> None:
         obj._state.db = using
         obj._state.adding = False
 
+    if not returning:  # the key was set before the INSERT: nothing comes back
+        if _later(using, _Write(sql + " RETURNING 1", params, "count(*)",
+                                lambda _count: returned([]))):  # fmt: skip
+            return
+        with transaction.mark_for_rollback_on_error(using), hot_cursor(using) as cursor:
+            cursor.execute(sql, params)
+        returned([])
+        return
     if len(returning) == 1 and _later(
         using,
         _Write(sql, params, connection.ops.quote_name(returning[0].column),
@@ -474,6 +485,25 @@ def decision_transaction(using: str = "default") -> Iterator[None]:
     (`writes_together`) and sent just before the COMMIT."""
     with transaction.atomic(using=using), writes_together(using):
         yield
+
+
+def update_rows(queryset: QuerySet, **values: Any) -> None:
+    """`queryset.update(**values)`, kept for the enclosing `writes_together` block when there is
+    one (the caller does not read how many rows it updated); anywhere else, run now. The same
+    UPDATE either way: Django compiles it."""
+    using = queryset.db
+    if not getattr(_BATCHES, using, None) or queryset.query.is_sliced:
+        queryset.update(**values)
+        return
+    query = queryset.query.chain(UpdateQuery)
+    query.add_update_values(values)
+    query.annotations = {}
+    compiler = query.get_compiler(using)
+    sql, params = compiler.as_sql()
+    if not sql or query.related_updates:  # nothing to set, or parents' rows too: Django's road
+        queryset.update(**values)
+        return
+    _later(using, _Write(sql + " RETURNING 1", list(params), "count(*)", _ignore))
 
 
 def write_later(using: str, sql: str, params: list[Any]) -> bool:

@@ -12,7 +12,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
@@ -531,15 +531,15 @@ def task_finish(
 ) -> Task:
     """The agent says it is done. Only verified evidence makes it COMPLETED. Locks the task."""
     now = timezone.now()
-    with transaction.atomic():
+    with decision_transaction():
         task = lock_task(task_id, agent=agent)
         state = to_state(task)
         outcome = core.finish(state, evidence, now)
         if outcome.stopped_now:
-            Event.objects.create(
+            insert_row(Event(
                 task=task, agent=agent, kind="finish_requested", phase=task.phase,
                 actor=f"agent:{agent.name}", detail={"answer": answer, "evidence": evidence},
-            )  # fmt: skip
+            ))  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
     hooks.decision_logged(task, "finish", outcome)
     return task

@@ -21,6 +21,7 @@ from django.dispatch import Signal
 
 from agents.guard import core, terms
 from agents.models import Event, Phase, Task
+from agents.prepared import insert_row, update_rows
 from agents.taskrow import apply_state, save_task
 from ledger.selectors import operations_of
 
@@ -38,15 +39,18 @@ def record_stop(
     """The task just became terminal (`state` is the core's answer): store the report once,
     close the phase, log the stop, save the row, and notify on commit when the stop needs it.
 
-    Called inside the transaction that holds the task row lock.
+    Called inside the transaction that holds the task row lock. In a `decision_transaction`
+    the phase's update, the event and the task row go to the database with the decision's
+    other closing writes (`agents.prepared.writes_together`).
     """
     report = core.build_report(state, now, operations_of(task))
     apply_state(task, state)
     task.ended_at = now
-    Phase.objects.filter(task=task, number=task.phase).update(
-        ended_at=now, end_state=task.state, end_reason=task.reason, report=report
+    update_rows(
+        Phase.objects.filter(task=task, number=task.phase),
+        ended_at=now, end_state=task.state, end_reason=task.reason, report=report,
     )
-    Event.objects.create(
+    insert_row(Event(
         task=task,
         agent_id=task.agent_id,
         kind="task_stopped" if task.state != terms.COMPLETED else "task_completed",
@@ -56,7 +60,7 @@ def record_stop(
         reason=note or task.reason,
         code=terms.REASON_CODES.get(task.reason) or "",
         detail={"state": task.state, "reason": task.reason},
-    )
+    ))
     save_task(task)
     _notify_on_commit(task)
 

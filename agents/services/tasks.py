@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from agents.errors import Conflict, Forbidden, TriggerLoop
 from agents.guard import core, terms
 from agents.guard.limits import PROFILE_DEFAULTS
 from agents.models import Agent, Event, LimitProfile, Phase, Task
+from agents.prepared import decision_transaction, insert_row
 
 DEFAULT_PROFILE = "default"
 
@@ -63,7 +63,7 @@ def task_create(
     """
     now = timezone.now()
     refused: TriggerLoop | None = None
-    with transaction.atomic():
+    with decision_transaction():
         locked = Agent.objects.select_for_update().filter(pk=agent.pk).first()
         if locked is not None and locked.paused:
             raise Conflict(
@@ -102,7 +102,7 @@ def task_create(
                     code="TRIGGER_LOOP",
                 )
         if refused is None:
-            task = Task.objects.create(
+            task = Task(
                 agent=agent,
                 profile=chosen,
                 goal=goal,
@@ -112,11 +112,13 @@ def task_create(
                 initial_limits=task_limits.to_dict(),
                 deadline_at=now + timedelta(seconds=task_limits.deadline_seconds),
             )
-            Phase.objects.create(task=task, number=1, reason="created")
-            Event.objects.create(
+            # The three rows go to the database together as the transaction ends.
+            insert_row(task)
+            insert_row(Phase(task=task, number=1, reason="created"))
+            insert_row(Event(
                 task=task, agent=agent, kind="task_created", phase=1, actor=f"agent:{agent.name}",
                 detail={"profile": chosen.name if chosen else None, "limits": limits or {}},
-            )  # fmt: skip
+            ))  # fmt: skip
     if refused is not None:
         # Raised once the block has committed: the refusal's audit event must survive it.
         raise refused

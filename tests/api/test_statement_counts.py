@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.models import LimitProfile, ModelPrice, SeenHash, ToolCall, ToolPolicy
-from tests.api.helpers import evidence, gate, new_task, report, request_tool, settle
+from agents.models import Event, LimitProfile, ModelPrice, Phase, SeenHash, ToolCall, ToolPolicy
+from tests.api.helpers import evidence, finish, gate, new_task, report, request_tool, settle
 
 # Statements per decision kind, the token lookup included. Before the lean hot path (issue 11)
 # they were, on SQLite: gate 10, usage 8, read tool request 6, write tool request 9, read
@@ -146,3 +146,41 @@ def test_a_novel_read_result_on_a_novelty_task(agent_api, agent, running_task):
     assert seen == 2  # the new data's hash was kept, with the first result's
     # Judged against the tool's first result (another call: other args): only `page` changed.
     assert ToolCall.objects.get(pk=call).novel_keys == ["page"]
+
+
+# A task's ends, once per task and not on the ALLOW path, but every bench task has both: the
+# creation (lock the agent, its profile, the task, phase and event rows) and a finish that
+# completes (lock, the finish event, the ledger rows the report lists, then the phase's end,
+# the stop event and the task row). Before their writes went together they were, on
+# PostgreSQL: create 6, finish 8 (with the answer's profile read after the commit).
+ENDS = {
+    "sqlite": {"create": 6, "finish": 8},
+    "postgresql": {"create": 4, "finish": 6},
+}[connection.vendor]
+
+
+def test_a_task_creation(agent_api, running_task):
+    answer, sql = statements(new_task, agent_api)
+
+    assert answer["state"] == "RUNNING" and answer["profile"] == "default"
+    assert len(sql) <= ENDS["create"], "\n".join(sql)
+    assert Phase.objects.filter(task_id=answer["id"], number=1, reason="created").exists()
+    assert Event.objects.filter(task_id=answer["id"], kind="task_created").exists()
+
+
+def test_a_finish_that_completes(agent_api, running_task):
+    call = request_tool(agent_api, running_task, "send_email", {"to": "a"}, "write",
+                        operation_key="invoice-1")["tool_call"]  # fmt: skip
+    report(agent_api, running_task, call, evidence=evidence(1, committed=True))
+
+    answer, sql = statements(finish, agent_api, running_task, evidence=evidence(2, done=True))
+
+    assert (answer["state"], answer["reason"]) == ("COMPLETED", "goal_met")
+    assert len(sql) <= ENDS["finish"], "\n".join(sql)
+    phase = Phase.objects.get(task_id=running_task, number=1)
+    assert (phase.end_state, phase.end_reason) == ("COMPLETED", "goal_met")
+    assert phase.report == answer["report"]
+    assert answer["report"]["operations"] == [{"key": "invoice-1", "state": "COMMITTED"}]
+    kinds = list(Event.objects.filter(task_id=running_task).order_by("id")
+                 .values_list("kind", flat=True))  # fmt: skip
+    assert kinds[-2:] == ["finish_requested", "task_completed"]
