@@ -12,8 +12,15 @@ from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agents.guard import terms
-from agents.models import AgentDay, ModelCall, ModelPrice, Task, ToolCall
-from agents.prepared import hot_cursor, insert_row, save_columns, write_later, writes_together
+from agents.models import AgentDay, ModelCall, ModelPrice, Phase, Task, ToolCall
+from agents.prepared import (
+    hot_cursor,
+    insert_row,
+    save_columns,
+    update_rows,
+    write_later,
+    writes_together,
+)
 from agents.services import runner
 
 pytestmark = pytest.mark.postgres
@@ -140,6 +147,36 @@ def test_a_statement_run_meanwhile_sends_the_kept_writes_first(agent_row, make_t
         # A read of the kept row sees it: the kept write went before the read.
         assert ModelCall.objects.filter(task=task).count() == 1
         assert call.pk is not None
+
+
+def test_a_row_with_its_key_set_and_a_queryset_update_are_kept_too(agent_row, make_task):
+    task = make_task()
+    new = Task(agent=agent_row, goal="kept", limits=task.limits, initial_limits=task.limits,
+               deadline_at=task.deadline_at)  # fmt: skip
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as captured, writes_together():
+            insert_row(new)  # its UUID is set before the INSERT
+            insert_row(Phase(task=new, number=1, reason="created"))
+            update_rows(Task.objects.filter(pk=task.pk), goal="updated")
+            update_rows(Task.objects.filter(goal="no such goal"), goal="none")  # no row: fine
+            assert new._state.adding  # kept: nothing sent yet
+        assert len(captured) == 1 and captured[0]["sql"].startswith("WITH ")
+    assert not new._state.adding and new._state.db == "default"
+    assert Task.objects.get(pk=new.pk).goal == "kept"
+    assert Phase.objects.get(task=new).reason == "created"
+    assert Task.objects.get(pk=task.pk).goal == "updated"
+
+
+def test_outside_a_block_they_are_sent_at_once(agent_row, make_task):
+    task = make_task()
+    new = Task(agent=agent_row, goal="now", limits=task.limits, initial_limits=task.limits,
+               deadline_at=task.deadline_at)  # fmt: skip
+    with CaptureQueriesContext(connection) as captured:
+        insert_row(new)
+        update_rows(Task.objects.filter(pk=task.pk), goal="updated now")
+    assert [q["sql"].split()[0] for q in captured] == ["INSERT", "UPDATE"]
+    assert Task.objects.get(pk=new.pk).goal == "now" and not new._state.adding
+    assert Task.objects.get(pk=task.pk).goal == "updated now"
 
 
 def test_a_kept_save_that_updates_no_row_raises_as_a_save_does(agent_row, make_task):
