@@ -334,11 +334,18 @@ def insert_row(obj: Model, using: str = "default") -> None:
     model = type(obj)
     meta = model._meta
     auto = meta.auto_field
+    # The key comes from the database (an auto field not set yet), or was set before the INSERT
+    # and the database fills in nothing else.
+    keyed = (
+        getattr(obj, auto.attname) is None
+        if auto is not None
+        else obj.pk is not None and not meta.db_returning_fields
+    )
     if (
         meta.parents
         or meta.order_with_respect_to
         or not obj._state.adding
-        or (obj.pk is None if auto is None else getattr(obj, auto.attname) is not None)
+        or not keyed
         or signals.pre_save.has_listeners(model)
         or signals.post_save.has_listeners(model)
     ):
@@ -367,9 +374,6 @@ def insert_row(obj: Model, using: str = "default") -> None:
         obj.save(using=using)
         return
     returning = meta.db_returning_fields
-    if auto is None and returning:  # nothing to read back but what the database fills in
-        obj.save(using=using)
-        return
     cache = _per_connection(_INSERTS, using, connection)
     compiled = cache.get(model)
     if compiled is None:
@@ -503,7 +507,7 @@ def update_rows(queryset: QuerySet, **values: Any) -> None:
     if not sql or query.related_updates:  # nothing to set, or parents' rows too: Django's road
         queryset.update(**values)
         return
-    _later(using, _Write(sql + " RETURNING 1", list(params), "count(*)", _ignore))
+    write_later(using, sql + " RETURNING 1", list(params))
 
 
 def write_later(using: str, sql: str, params: list[Any]) -> bool:
