@@ -39,7 +39,7 @@ from loopwarden.gunicorn_metrics import child_exit, on_starting  # noqa: F401
 # serves a request: workers x threads x web machines must stay under PostgreSQL's
 # max_connections.
 workers = env_int("WEB_CONCURRENCY", max(2, os.cpu_count() or 1), minimum=1)
-worker_class = "gthread"
+worker_class = "loopwarden.gunicorn_worker.SpreadingThreadWorker"
 threads = env_int("WEB_THREADS", 8, minimum=1)
 
 # Seconds a client may stay silent while a request is read or an answer written.

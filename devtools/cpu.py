@@ -141,3 +141,47 @@ class CpuMeter:
                     database += p.children
         busy, steal, total = machine_times(self.proc) if self.available else (0.0, 0.0, 0.0)
         return Snapshot(server, database, busy, steal, total, before, own_cpu())
+
+    def connections(self, port: int) -> list[int]:
+        """The server's kept-alive connections to `port` per worker (`connections_by_child`)."""
+        return connections_by_child(self.server_pid, port, self.proc) if self.available else []
+
+
+def connections_by_child(server_pid: int, port: int, proc: Path = PROC) -> list[int]:
+    """How many established TCP connections to `port` each child of `server_pid` holds (a
+    gunicorn master's workers), most first, a worker holding none counted as 0; [] where
+    /proc cannot tell. A gunicorn worker keeps every connection it accepted for as long as
+    the client keeps it alive, so this is how a phase's kept-alive clients are spread over
+    the workers that answer them."""
+    established: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (proc / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # proc(5): local address as HEX_IP:HEX_PORT, st (01 ESTABLISHED), ..., inode.
+            if (
+                len(fields) > 9
+                and fields[3] == "01"
+                and int(fields[1].rsplit(":", 1)[1], 16) == port
+            ):
+                established.add(fields[9])
+    children = [p.pid for p in all_processes(proc) if p.parent == server_pid]
+    counts = []
+    for pid in children:
+        held = 0
+        try:
+            descriptors = list((proc / str(pid) / "fd").iterdir())
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                target = os.readlink(descriptor)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in established:
+                held += 1
+        counts.append(held)
+    return sorted(counts, reverse=True)

@@ -153,3 +153,61 @@ def test_on_sqlite_no_postgres_process_is_counted():
     spent = CpuMeter(os.getpid(), database=False).snapshot()
 
     assert spent.database == 0.0
+
+
+def test_connections_are_counted_by_the_worker_that_holds_them():
+    # A master process (gunicorn's place) gets three accepted connections, hands two to one
+    # worker, one to another and none to a third, and lets go of its own copies. Only the
+    # server side of a connection has the listening port as its local port.
+    import socket
+
+    master_script = textwrap.dedent(
+        """
+        import os, subprocess, sys
+        groups = [[int(fd) for fd in group.split(",") if fd] for group in sys.argv[1:]]
+        hold = [sys.executable, "-c", "import sys; sys.stdin.read()"]
+        workers = [subprocess.Popen(hold, stdin=subprocess.PIPE, pass_fds=group)
+                   for group in groups]
+        for group in groups:
+            for fd in group:
+                os.close(fd)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        for worker in workers:
+            worker.communicate()
+        """
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    accepted = [listener.accept()[0] for _ in clients]
+    fds = [s.fileno() for s in accepted]
+    master = subprocess.Popen(
+        [sys.executable, "-c", master_script, f"{fds[0]},{fds[1]}", str(fds[2]), ""],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, pass_fds=fds,
+    )  # fmt: skip
+    try:
+        for sock in accepted:
+            sock.close()
+        assert master.stdout.readline().strip() == "ready"
+
+        assert cpu.connections_by_child(master.pid, port) == [2, 1, 0]
+        assert cpu.connections_by_child(master.pid, listener.getsockname()[1] ^ 1) == [0, 0, 0]
+    finally:
+        master.communicate("done\n", timeout=10)
+        for sock in [*clients, listener]:
+            sock.close()
+
+
+def test_each_agent_sends_its_decisions_baseline_and_floor_on_one_client():
+    # One kept-alive connection per token for the three workloads: one server worker answers
+    # them all, so no workload's ratio depends on how its own connections were spread.
+    pool = bench.ClientPool("http://127.0.0.1:9/api/v1/", ["token-a", "token-b"])
+    try:
+        for token in ("token-a", "token-b"):
+            client = pool.agents[token]
+            assert pool.floors[token] is client
+            assert pool.baselines[token] is client._http
+        assert pool.agents["token-a"] is not pool.agents["token-b"]
+    finally:
+        pool.close()

@@ -55,6 +55,7 @@ from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dj_database_url
 import httpx
@@ -278,6 +279,9 @@ class Command(BaseCommand):
             ordered = sorted(ratios)
             out(f"  throughput ratio per slice: median {ordered[len(ordered) // 2]:.2f}, "
                 f"{ordered[0]:.2f}-{ordered[-1]:.2f} over {len(ordered)} slices")  # fmt: skip
+        if decisions.spread:
+            out("kept-alive connections per server worker (each agent's decisions, baseline and "
+                f"floor share one): {' '.join(map(str, decisions.spread))}")  # fmt: skip
         errors = decisions.errors + baseline.errors + floor.errors
         out(f"errors: {errors}   unexpected stops: {decisions.stops}   "
             f"tasks: {decisions.tasks}")  # fmt: skip
@@ -588,6 +592,7 @@ class Run:
         self.stops = 0
         self.tasks = 0
         self.cpu = Spent()  # where the machine's CPU went meanwhile (`measured`)
+        self.spread: list[int] = []  # kept-alive connections per server worker, most first
         self._lock = threading.Lock()
 
     def merge(self, samples: Samples, *, errors: int = 0, stops: int = 0, tasks: int = 0) -> None:
@@ -704,21 +709,26 @@ def for_seconds(
 
 
 class ClientPool:
-    """The clients of a sliced phase, one of each kind per token, made before its first slice
+    """The clients of a sliced phase, one thin client per token, made before its first slice
     and kept across slices, as agents keep theirs: making an httpx client costs about 28 ms of
     CPU (its TLS context), which made afresh for every slice would be charged to the requests
-    of that slice (about a millisecond each at 8 agents and 1 s slices)."""
+    of that slice (about a millisecond each at 8 agents and 1 s slices).
+
+    The token's decisions, baseline and floor requests all go over that client's one kept-alive
+    connection, so one server worker answers the three workloads of a token. gunicorn's worker
+    keeps the connections it accepted (the 24 connections of three pools were seen spread 11, 8,
+    3 and 2 over 4 workers), so with a pool per workload each workload drew its own spread, and
+    a workload whose connections piled on one worker ran slower for that alone: the ratio of
+    two workloads carried the luck of two draws."""
 
     def __init__(self, api: str, tokens: list[str]) -> None:
-        self.agents = {token: bench_client(api, token) for token in tokens}
-        self.floors = {token: bench_client(api, token) for token in tokens}
-        self.baselines = {token: baseline_client(api, token) for token in tokens}
+        self.clients = {token: bench_client(api, token) for token in tokens}
+        self.agents = self.floors = self.clients
+        self.baselines = {token: client._http for token, client in self.clients.items()}
 
     def close(self) -> None:
-        for client in [*self.agents.values(), *self.floors.values()]:
+        for client in self.clients.values():
             client.close()
-        for http in self.baselines.values():
-            http.close()
 
 
 @contextmanager
@@ -824,6 +834,8 @@ def interleaved(
         for _ in range(slices):
             part = seconds / slices
             agents = measured(meter, drive_agents, api, tokens, part, carry, pool)
+            if meter is not None and not decisions.spread:
+                decisions.spread = meter.connections(urlsplit(api).port or 80)
             calls = measured(meter, drive_baseline, api, tokens, part, pool)
             least = measured(meter, drive_floor, api, tokens, part, floor_tasks, pool)
             ratios.append(agents.rate(DECISIONS) / calls.rate(("baseline",)))
