@@ -9,52 +9,110 @@ up on whichever workers woke first, and stay there: 8 kept-alive clients were se
 1, 0 and 0 over 4 workers (two workers idle for the whole run while one served seven clients
 one request at a time), and 24 spread 11, 8, 3 and 2.
 
-This worker takes a new connection at once only while it holds none. Holding some, it takes
-the next one no sooner than `ACCEPT_SPACING_MS` (10 ms) after its last, which leaves a burst's
-connections to the workers that have fewer: when every worker holds connections, a new one
-waits that long at most. Everything else is gunicorn's worker as it is.
+This worker takes a new connection at once only while no other worker holds fewer
+connections than it does. The workers tell each other how many they hold through a small
+table of shared memory made by the master before it forks them (a worker's slot: its pid and
+its count). A worker that holds more leaves a waiting connection to one that holds fewer,
+and takes it itself only once it has waited `ACCEPT_SPACING_MS` (10 ms): a connection never
+waits longer than that for a worker with fewer connections to get to it, and the least loaded
+worker takes one at once, so clients that open a connection per request are not slowed.
+Everything else is gunicorn's worker as it is.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
+import select
+import struct
 import time
 
 from gunicorn.workers.gthread import ThreadWorker
 
 from loopwarden.env import env_int
 
-# The least time between two connections one worker accepts while it holds any (seconds).
+# The longest a worker that holds more connections than another leaves a new one to it (s).
 ACCEPT_SPACING_SECONDS = env_int("ACCEPT_SPACING_MS", 10) / 1000
+
+# The workers' table: made when the master imports this module (it loads the worker class
+# before forking), so every worker maps the same memory. Slot `age % SLOTS` holds a worker's
+# pid and its connection count; a slot whose pid is gone is not read.
+SLOTS = 256
+_SLOT = struct.Struct("qq")
+_TABLE = mmap.mmap(-1, SLOTS * _SLOT.size)
+_TABLE_READS_SECONDS = 0.001  # how often a worker leaving a connection to others reads it
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class SpreadingThreadWorker(ThreadWorker):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.last_accept = float("-inf")  # when this worker last took a connection
+    def init_process(self) -> None:
+        self.slot = self.age % SLOTS
+        self.pending_since: float | None = None  # since when a connection waits for another
+        self.recheck_at: float | None = None  # when to look at the listener again
+        self._tell(0)
+        super().init_process()
+
+    def _tell(self, count: int) -> None:
+        _SLOT.pack_into(_TABLE, self.slot * _SLOT.size, os.getpid(), count)
+
+    def fewer_elsewhere(self) -> bool:
+        """Whether a live worker other than this one holds fewer connections."""
+        mine = self.nr_conns
+        if not mine:
+            return False
+        me = os.getpid()
+        for pid, count in _SLOT.iter_unpack(_TABLE):
+            if count < mine and pid > 0 and pid != me and _alive(pid):
+                return True
+        return False
 
     def accept(self, listener) -> None:
+        now = time.monotonic()
+        if self.fewer_elsewhere():
+            if self.pending_since is None:
+                self.pending_since = now
+            if now - self.pending_since < ACCEPT_SPACING_SECONDS:
+                # Leave it to a worker with fewer; look again when it has waited long enough.
+                self.recheck_at = self.pending_since + ACCEPT_SPACING_SECONDS
+                super().set_accept_enabled(False)
+                return
+        self.pending_since = None
         held = self.nr_conns
         super().accept(listener)
-        if self.nr_conns > held:  # one was taken (not EAGAIN: another worker got it first)
-            self.last_accept = time.monotonic()
-            super().set_accept_enabled(False)  # until `set_accept_enabled` lets it again
-
-    def _spacing_left(self) -> float:
-        if not self.nr_conns:
-            return 0.0
-        return self.last_accept + ACCEPT_SPACING_SECONDS - time.monotonic()
+        if self.nr_conns > held:
+            self._tell(self.nr_conns)
 
     def set_accept_enabled(self, enabled: bool) -> None:
         # gunicorn's event loop asks for accepting on every turn it may (below its
-        # connection cap): it is let only once the spacing is over.
-        if enabled and self._spacing_left() > 0:
-            return
+        # connection cap): not before the look again.
+        if enabled and self.recheck_at is not None:
+            if time.monotonic() < self.recheck_at and self.fewer_elsewhere():
+                return
+            if time.monotonic() < self.recheck_at or not any(map(_waiting, self.sockets)):
+                self.pending_since = None  # no more loaded than the rest, or it was taken
+            self.recheck_at = None
         super().set_accept_enabled(enabled)
 
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
-        # Wake when the spacing ends, so that a waiting connection is taken then.
-        if self.alive and not self._accepting:
-            left = self._spacing_left()
-            if left > 0:
-                timeout = min(timeout, left)
+        self._tell(self.nr_conns)  # connections closed since the last turn count too
+        if self.alive and self.recheck_at is not None:
+            # Read the table again soon (a worker that held fewer may have caught up), and
+            # wake when the wait is over.
+            left = self.recheck_at - time.monotonic()
+            timeout = min(timeout, max(min(left, _TABLE_READS_SECONDS), 0.0))
         super().wait_for_and_dispatch_events(timeout)
+
+
+def _waiting(listener) -> bool:
+    """Whether a connection waits on the listening socket to be accepted."""
+    readable, _, _ = select.select([listener], [], [], 0)
+    return bool(readable)

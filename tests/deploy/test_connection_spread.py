@@ -65,3 +65,31 @@ def test_clients_arriving_together_are_spread_evenly_and_a_late_one_is_still_ser
 
     assert spread == [CLIENTS // WORKERS] * WORKERS
     assert waited < SPACING_MS / 1000 + 2.0
+
+
+def test_a_client_with_a_connection_per_request_is_not_held_up(make_agent):
+    # Every worker holds two kept-alive clients; a new connection goes at once to a worker
+    # that holds no more than the others, whichever it is, so nothing waits for the spacing.
+    # (Were the spacing a pause between any one worker's accepts, 40 requests on 4 workers
+    # would take 10 spacings.)
+    _, token = make_agent("one-shot", namespace="ns-one-shot")
+    requests = 40
+    with gunicorn_server(
+        database_url=database_url(connection.settings_dict),
+        workers=WORKERS,
+        threads=1,
+        env={"DB_CONN_MAX_AGE": "0", "ACCEPT_SPACING_MS": str(SPACING_MS)},
+    ) as server:
+        time.sleep(2 * SPACING_MS / 1000)
+        held = open_clients(server, token, CLIENTS, gap=0.02)
+        try:
+            started = time.monotonic()
+            for _ in range(requests):
+                (one_shot,) = open_clients(server, token, 1, gap=0)
+                one_shot.close()
+            took = time.monotonic() - started
+        finally:
+            for sock in held:
+                sock.close()
+
+    assert took < requests * SPACING_MS / 1000 / 10, f"{requests} requests took {took:.2f} s"
