@@ -39,6 +39,9 @@ from loopwarden.gunicorn_metrics import child_exit, on_starting  # noqa: F401
 # serves a request: workers x threads x web machines must stay under PostgreSQL's
 # max_connections.
 workers = env_int("WEB_CONCURRENCY", max(2, os.cpu_count() or 1), minimum=1)
+# gunicorn's threaded worker (gthread), a new connection going to the worker that holds the
+# fewest (loopwarden/gunicorn_worker.py; ACCEPT_SPACING_MS): kept-alive connections stay with
+# the worker that accepted them.
 worker_class = "loopwarden.gunicorn_worker.SpreadingThreadWorker"
 threads = env_int("WEB_THREADS", 8, minimum=1)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import time
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,6 +27,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 WORKERS = 4
 CLIENTS = 8
 SPACING_MS = 300  # long beside the gaps between clients, so the test does not race the clock
+
+
+@contextmanager
+def spreading_server():
+    """gunicorn as deployed, 4 workers of one thread, the spacing long; its launcher's warm-up
+    connections closed before it is handed over."""
+    with gunicorn_server(
+        database_url=database_url(connection.settings_dict),
+        workers=WORKERS,
+        threads=1,
+        env={"DB_CONN_MAX_AGE": "0", "ACCEPT_SPACING_MS": str(SPACING_MS)},
+    ) as server:
+        time.sleep(2 * SPACING_MS / 1000)
+        yield server
 
 
 def open_clients(server, token: str, count: int, gap: float) -> list[socket.socket]:
@@ -44,13 +59,7 @@ def open_clients(server, token: str, count: int, gap: float) -> list[socket.sock
 
 def test_clients_arriving_together_are_spread_evenly_and_a_late_one_is_still_served(make_agent):
     _, token = make_agent("spread", namespace="ns-spread")
-    with gunicorn_server(
-        database_url=database_url(connection.settings_dict),
-        workers=WORKERS,
-        threads=1,
-        env={"DB_CONN_MAX_AGE": "0", "ACCEPT_SPACING_MS": str(SPACING_MS)},
-    ) as server:
-        time.sleep(2 * SPACING_MS / 1000)  # the launcher's warm-up connections are closed
+    with spreading_server() as server:
         port = urlsplit(server.url).port
         socks = open_clients(server, token, CLIENTS, gap=0.02)
         try:
@@ -74,13 +83,7 @@ def test_a_client_with_a_connection_per_request_is_not_held_up(make_agent):
     # would take 10 spacings.)
     _, token = make_agent("one-shot", namespace="ns-one-shot")
     requests = 40
-    with gunicorn_server(
-        database_url=database_url(connection.settings_dict),
-        workers=WORKERS,
-        threads=1,
-        env={"DB_CONN_MAX_AGE": "0", "ACCEPT_SPACING_MS": str(SPACING_MS)},
-    ) as server:
-        time.sleep(2 * SPACING_MS / 1000)
+    with spreading_server() as server:
         held = open_clients(server, token, CLIENTS, gap=0.02)
         try:
             started = time.monotonic()
