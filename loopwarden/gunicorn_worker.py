@@ -57,12 +57,17 @@ class SpreadingThreadWorker(ThreadWorker):
     def init_process(self) -> None:
         self.slot = self.age % SLOTS
         self.pending_since: float | None = None  # since when a connection waits for another
-        self.recheck_at: float | None = None  # when to look at the listener again
+        self.holding = False  # not accepting: a connection is left to a worker with fewer
         self._tell(0)
         super().init_process()
 
     def _tell(self, count: int) -> None:
         _SLOT.pack_into(_TABLE, self.slot * _SLOT.size, os.getpid(), count)
+
+    def _waited_enough(self, now: float) -> bool:
+        return self.pending_since is not None and (
+            now - self.pending_since >= ACCEPT_SPACING_SECONDS
+        )
 
     def fewer_elsewhere(self) -> bool:
         """Whether a live worker other than this one holds fewer connections."""
@@ -80,9 +85,9 @@ class SpreadingThreadWorker(ThreadWorker):
         if self.fewer_elsewhere():
             if self.pending_since is None:
                 self.pending_since = now
-            if now - self.pending_since < ACCEPT_SPACING_SECONDS:
+            if not self._waited_enough(now):
                 # Leave it to a worker with fewer; look again when it has waited long enough.
-                self.recheck_at = self.pending_since + ACCEPT_SPACING_SECONDS
+                self.holding = True
                 super().set_accept_enabled(False)
                 return
         self.pending_since = None
@@ -93,21 +98,23 @@ class SpreadingThreadWorker(ThreadWorker):
 
     def set_accept_enabled(self, enabled: bool) -> None:
         # gunicorn's event loop asks for accepting on every turn it may (below its
-        # connection cap): not before the look again.
-        if enabled and self.recheck_at is not None:
-            if time.monotonic() < self.recheck_at and self.fewer_elsewhere():
+        # connection cap): a hold ends when this worker holds no more than the rest, or when
+        # the connection has waited long enough.
+        if enabled and self.holding:
+            early = not self._waited_enough(time.monotonic())
+            if early and self.fewer_elsewhere():
                 return
-            if time.monotonic() < self.recheck_at or not any(map(_waiting, self.sockets)):
+            if early or not any(map(_waiting, self.sockets)):
                 self.pending_since = None  # no more loaded than the rest, or it was taken
-            self.recheck_at = None
+            self.holding = False
         super().set_accept_enabled(enabled)
 
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
         self._tell(self.nr_conns)  # connections closed since the last turn count too
-        if self.alive and self.recheck_at is not None:
+        if self.alive and self.holding and self.pending_since is not None:
             # Read the table again soon (a worker that held fewer may have caught up), and
             # wake when the wait is over.
-            left = self.recheck_at - time.monotonic()
+            left = self.pending_since + ACCEPT_SPACING_SECONDS - time.monotonic()
             timeout = min(timeout, max(min(left, _TABLE_READS_SECONDS), 0.0))
         super().wait_for_and_dispatch_events(timeout)
 

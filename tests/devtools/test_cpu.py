@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -159,8 +160,6 @@ def test_connections_are_counted_by_the_worker_that_holds_them():
     # A master process (gunicorn's place) gets three accepted connections, hands two to one
     # worker, one to another and none to a third, and lets go of its own copies. Only the
     # server side of a connection has the listening port as its local port.
-    import socket
-
     master_script = textwrap.dedent(
         """
         import os, subprocess, sys
