@@ -226,6 +226,13 @@ class ApiToken(ReadOften):
         ]
 
     @staticmethod
+    def live(key_hash: str, path: str = "") -> Q:
+        """The one rule of a token that authenticates: its hash matches and it is not revoked.
+        `path` reaches the tokens from another model (`"agent__tokens__"`): the task lock of a
+        decision checks an agent's token in its own statement (`agents.taskrow.AgentClaim`)."""
+        return Q(**{f"{path}key_hash": key_hash, f"{path}revoked_at__isnull": True})
+
+    @staticmethod
     def generate() -> tuple[str, str, str]:
         """Returns (raw token, its hash, its display prefix). The raw token is shown once."""
         raw = "lw_" + secrets.token_urlsafe(32)

@@ -35,12 +35,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.db.models import Field, Subquery
+from django.db.models import F, Field, Q, Subquery
 from django.utils.functional import cached_property
 
 from agents.errors import NotFound
 from agents.guard import core, terms
-from agents.models import Agent, CatalogVersion, ModelCall, Task, ToolCall
+from agents.models import Agent, ApiToken, CatalogVersion, ModelCall, Task, ToolCall
 from agents.prepared import Prepared, save_columns
 
 SNAPSHOT_FIELDS = (
@@ -48,6 +48,36 @@ SNAPSHOT_FIELDS = (
     "tokens_reserved", "cost_spent", "cost_reserved", "revision", "stagnant", "milestones",
     "phase", "deadline_at",
 )  # fmt: skip
+
+
+@dataclass(eq=False)
+class AgentClaim:
+    """An agent's bearer token that nothing has looked up yet, as the decision endpoints hand
+    it to their service (`agents.api.auth.TokenCheckedByLock`): the task lock checks it in
+    its own statement, on the task's agent (`ApiToken.live`, the rule the token lookup uses),
+    so a decision reads no token row before its lock.
+
+    The lock that finds the row resolves the claim: `agent` is then the token's agent (the row
+    the lock read), `token_id` and `token_used_at` its token's. A lock that finds no row says
+    nothing of the token, only TASK_NOT_FOUND, which the endpoint answers after checking the
+    token the usual way (a bad token answers 401 first, as anywhere else).
+    """
+
+    key_hash: str
+    agent: Agent | None = None
+    token_id: int | None = None
+    token_used_at: datetime | None = None
+
+
+Owner = Agent | AgentClaim
+
+
+def owned_by(owner: Owner, path: str = "agent") -> Q:
+    """The rows whose agent (reached by `path`) is `owner`: the agent itself, or the agent of
+    the claim's live token."""
+    if isinstance(owner, AgentClaim):
+        return ApiToken.live(owner.key_hash, f"{path}__tokens__")
+    return Q(**{path: owner})
 
 
 def catalog_version_subquery() -> Subquery:
@@ -75,40 +105,81 @@ def _get_limited(query: Any) -> bool:
 _MARK_TASK = uuid.UUID("00000000-0000-4000-8000-00000000b0c1")
 _MARK_AGENT = 8_765_432_109_876
 _MARK_CALL = 8_765_432_109_877
+_MARK_KEY = "prepared:marker:claim-key-hash"
 _TASK_PK = Task._meta.pk
 _AGENT_PK = Agent._meta.pk
 
+# Each lock of an agent's task comes in two shapes: by the agent's id (`False`), and by an
+# unchecked token's hash (`True`, an `AgentClaim`), whose live token the statement joins on the
+# task's agent and reads its id and last use with the row.
+_OWNER_SLOTS: dict[bool, dict[str, tuple[Field, Any]]] = {
+    False: {"agent": (_AGENT_PK, _MARK_AGENT)},
+    True: {"key_hash": (ApiToken._meta.get_field("key_hash"), _MARK_KEY)},
+}
+
+
+def _owned(query: Any, path: str, owner: dict[str, Any]) -> Any:
+    """`query`'s rows whose agent (at `path`) is the owner in `owner`, one of `_OWNER_SLOTS`."""
+    if "agent" in owner:
+        return query.filter(**{path: owner["agent"]})
+    tokens = f"{path}__tokens__"
+    return query.filter(ApiToken.live(owner["key_hash"], tokens)).annotate(
+        claim_token_id=F(f"{tokens}id"), claim_token_used_at=F(f"{tokens}last_used_at")
+    )
+
+
+def _owner_values(owner: Owner) -> tuple[bool, dict[str, Any]]:
+    if isinstance(owner, AgentClaim):
+        return True, {"key_hash": owner.key_hash}
+    return False, {"agent": owner.pk}
+
+
+def _settle_claim(owner: Owner, agent: Agent, row: Any) -> None:
+    """The lock found the row of a claim's token: the claim is the token's agent from now on."""
+    if isinstance(owner, AgentClaim):
+        owner.agent = agent
+        owner.token_id = row.claim_token_id
+        owner.token_used_at = row.claim_token_used_at
+
+
 # The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of
 # a task with one of its calls: fixed shapes, compiled once per connection (agents.prepared).
-_LOCK_OWN = Prepared(
-    lambda task, agent: _as_get(_lock_query().filter(agent=agent).filter(pk=task)),
-    {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT)},
-)
+_LOCK_OWN = {
+    by_token: Prepared(
+        lambda task, **owner: _as_get(_owned(_lock_query(), "agent", owner).filter(pk=task)),
+        {"task": (_TASK_PK, _MARK_TASK), **_OWNER_SLOTS[by_token]},
+    )
+    for by_token in (False, True)
+}
 _LOCK_ANY = Prepared(
     lambda task: _as_get(_lock_query().filter(pk=task)), {"task": (_TASK_PK, _MARK_TASK)}
 )
 
 
-def _lock_with_call(model: type[ToolCall] | type[ModelCall]) -> Prepared:
+def _lock_with_call(model: type[ToolCall] | type[ModelCall], by_token: bool) -> Prepared:
     """The lock of a task with one of its calls (`model`'s rows), task first."""
     return Prepared(
-        lambda call, task, agent: _as_get(
-            model.objects.select_for_update(no_key=True, of=("task", "self"))
-            .select_related("task", "task__agent")
-            .annotate(catalog_version=catalog_version_subquery())
-            .filter(task__agent=agent)
-            .filter(pk=call, task_id=task)
+        lambda call, task, **owner: _as_get(
+            _owned(
+                model.objects.select_for_update(no_key=True, of=("task", "self"))
+                .select_related("task", "task__agent")
+                .annotate(catalog_version=catalog_version_subquery()),
+                "task__agent",
+                owner,
+            ).filter(pk=call, task_id=task)
         ),
         {
             "call": (model._meta.pk, _MARK_CALL),
             "task": (_TASK_PK, _MARK_TASK),
-            "agent": (_AGENT_PK, _MARK_AGENT),
+            **_OWNER_SLOTS[by_token],
         },
     )
 
 
-_LOCK_WITH_CALL = _lock_with_call(ToolCall)
-_LOCK_WITH_MODEL_CALL = _lock_with_call(ModelCall)
+_LOCK_WITH_CALL = {by_token: _lock_with_call(ToolCall, by_token) for by_token in (False, True)}
+_LOCK_WITH_MODEL_CALL = {
+    by_token: _lock_with_call(ModelCall, by_token) for by_token in (False, True)
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,19 +204,27 @@ class LockProbe:
         )
 
     @cached_property
-    def lock(self) -> Prepared:
-        return Prepared(
-            lambda task, agent, **values: _as_get(
-                _lock_query(self.build(**values)).filter(agent=agent).filter(pk=task)
-            ),
-            {"task": (_TASK_PK, _MARK_TASK), "agent": (_AGENT_PK, _MARK_AGENT), **self.slots},
-        )
+    def lock(self) -> dict[bool, Prepared]:
+        """The lock with these reads, by agent id (False) and by a claim's token (True)."""
+        return {by_token: self._lock(by_token) for by_token in (False, True)}
+
+    def _lock(self, by_token: bool) -> Prepared:
+        owner_names = set(_OWNER_SLOTS[by_token])
+
+        def build(task: Any, **values: Any) -> Any:
+            owner = {name: values.pop(name) for name in owner_names}
+            return _as_get(
+                _owned(_lock_query(self.build(**values)), "agent", owner).filter(pk=task)
+            )
+
+        return Prepared(build, {"task": (_TASK_PK, _MARK_TASK), **_OWNER_SLOTS[by_token],
+                                **self.slots})  # fmt: skip
 
 
 def lock_task(
     task_id: uuid.UUID | str,
     *,
-    agent: Agent | None = None,
+    agent: Owner | None = None,
     probe: tuple[LockProbe, dict[str, Any]] | None = None,
 ) -> Task:
     """Take the task row lock (SELECT ... FOR NO KEY UPDATE) for the rest of the transaction.
@@ -162,15 +241,20 @@ def lock_task(
     request that starts after the pause committed sees it. `probe`, a `LockProbe` and its
     values, adds more such reads of a fixed shape (as of the statement's start too), e.g.
     `ledger.services.OPERATION_PROBE`.
+
+    `agent` may be an `AgentClaim`: the statement then checks its token too (a task of the
+    token's agent, the token live) and resolves the claim; no row is TASK_NOT_FOUND.
     """
     try:
         if probe is not None:
             if agent is None:
                 raise TypeError("a lock with a probe reads an agent's own task")
+            by_token, owner = _owner_values(agent)
             lock_probe, values = probe
-            rows = lock_probe.lock.rows(task=task_id, agent=agent.pk, **values)
+            rows = lock_probe.lock[by_token].rows(task=task_id, **owner, **values)
         elif agent is not None:
-            rows = _LOCK_OWN.rows(task=task_id, agent=agent.pk)
+            by_token, owner = _owner_values(agent)
+            rows = _LOCK_OWN[by_token].rows(task=task_id, **owner)
         else:
             rows = _LOCK_ANY.rows(task=task_id)
         if not rows:
@@ -178,12 +262,14 @@ def lock_task(
         (task,) = rows
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
+    if agent is not None:
+        _settle_claim(agent, task.agent, task)
     _remember_locked(task)
     return task
 
 
 def lock_task_and_call(
-    task_id: uuid.UUID | str, tool_call_id: int, *, agent: Agent
+    task_id: uuid.UUID | str, tool_call_id: int, *, agent: Owner
 ) -> tuple[Task, ToolCall]:
     """`lock_task`, and the tool call `tool_call_id` of that task locked with it: one statement
     (`OF task, call`, in that order, so the task row is locked first, as everywhere).
@@ -200,7 +286,7 @@ def lock_task_and_call(
 
 
 def lock_task_and_model_call(
-    task_id: uuid.UUID | str, model_call_id: int, *, agent: Agent
+    task_id: uuid.UUID | str, model_call_id: int, *, agent: Owner
 ) -> tuple[Task, ModelCall]:
     """`lock_task`, and the model call `model_call_id` of that task locked with it, as
     `lock_task_and_call` does for a tool call (a duplicate usage report that waited for the
@@ -211,10 +297,16 @@ def lock_task_and_model_call(
 
 
 def _lock_task_and(
-    lock: Prepared, call_id: int, task_id: uuid.UUID | str, agent: Agent, what: str, code: str
+    lock: dict[bool, Prepared],
+    call_id: int,
+    task_id: uuid.UUID | str,
+    agent: Owner,
+    what: str,
+    code: str,
 ) -> tuple[Task, Any]:
+    by_token, owner = _owner_values(agent)
     try:
-        rows = lock.rows(call=call_id, task=task_id, agent=agent.pk)
+        rows = lock[by_token].rows(call=call_id, task=task_id, **owner)
     except (ValueError, ValidationError):
         rows = []
     if not rows:
@@ -223,6 +315,7 @@ def _lock_task_and(
     (call,) = rows
     task = call.task
     task.catalog_version = call.catalog_version
+    _settle_claim(agent, task.agent, call)
     _remember_locked(task)
     return task, call
 

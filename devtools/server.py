@@ -26,6 +26,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.api.auth import TokenCheckedByLock, claim_of
 from agents.errors import BadInput, NotFound
 from agents.models import Agent, ApiToken, ModelCall, Task
 from agents.prepared import hot_cursor
@@ -72,15 +73,15 @@ class StatementCountMiddleware:
         return response
 
 
-class Floor(APIView):
+class Floor(TokenCheckedByLock, APIView):
     """The database work every gate must do and nothing else: the bench's second reference,
     beside the baseline. The guard's guarantees need it (the task row lock, the trace row,
     the task's counters, the agent's day reservation); what a decision costs beyond it is the
     guard's own code (validation, the rules, the ORM's rows, the log line and metrics).
 
-    One request, shaped as a gate on the same connection settings: the token lookup (the same
-    authentication), the lock of the caller's task with the agent's flags (one SELECT ... FOR
-    NO KEY UPDATE), one statement of writes (a model call row, the task's counters, the day
+    One request, shaped as a gate on the same connection settings: the lock of the caller's
+    task with the agent's flags, checking the caller's token as a gate's lock does (one SELECT
+    ... FOR NO KEY UPDATE; the same authentication, `TokenCheckedByLock`), one statement of writes (a model call row, the task's counters, the day
     row's reservation; three statements on SQLite, as the guard's are there), the COMMIT. It
     decides nothing: a task the caller owns is always allowed, whatever its state or limits,
     which is why only the bench's own server routes it (devtools/urls.py). Body: `{"task":
@@ -96,17 +97,21 @@ class Floor(APIView):
             task_id = None
         if task_id is None:
             raise BadInput("Send {\"task\": \"<a task id>\"}.", code="INVALID_FIELDS")
-        agent_id = request.auth.agent_id
+        claim = claim_of(request)
+        if claim is None:  # (only the decisions' authentication gives one)
+            raise NotFound("No such task.", code="TASK_NOT_FOUND")
         now = timezone.now()
         estimate = Decimal("0.0007")
         # Each value as its field sends it (SQLite keeps ids and decimals as text).
         task_key = _db(Task, "id", task_id)
         with transaction.atomic(), hot_cursor() as cursor:
-            cursor.execute(_FLOOR_LOCK, [task_key, agent_id])
+            cursor.execute(_FLOOR_LOCK, [task_key, claim.key_hash])
             row = cursor.fetchone()
             if row is None:
                 raise NotFound("No such task.", code="TASK_NOT_FOUND")
-            seq, calls = row[0] + 1, row[1] + 1
+            seq, calls, agent_id = row[0] + 1, row[1] + 1, row[4]
+            claim.agent = Agent(id=agent_id)
+            claim.token_id, claim.token_used_at = row[5], _aware(row[6])
             stamp = _db(Task, "updated_at", now)
             call = [seq, calls, MODEL, _db(ModelCall, "reserved_cost", estimate), stamp, task_key]
             task = [seq, calls, stamp, task_key]
@@ -127,6 +132,12 @@ class Floor(APIView):
         return Response({"decision": "ALLOW", "model_call": call_id, "round": calls})
 
 
+def _aware(value: Any) -> Any:
+    """A timestamp read by a raw cursor as Django reads it (SQLite's driver gives text)."""
+    convert = getattr(connection.ops, "convert_datetimefield_value", None)
+    return value if value is None or convert is None else convert(value, None, connection)
+
+
 def _db(model: type[Model], field: str, value: Any) -> Any:
     return model._meta.get_field(field).get_db_prep_save(value, connection)
 
@@ -135,8 +146,10 @@ MODEL = "bench-model"
 _TASK = Task._meta.db_table
 _AGENT = Agent._meta.db_table
 _FLOOR_LOCK = (
-    f"SELECT t.trace_seq, t.model_calls, a.paused, a.daily_cost_cap FROM {_TASK} t "
-    f"JOIN {_AGENT} a ON a.id = t.agent_id WHERE t.id = %s AND t.agent_id = %s"
+    "SELECT t.trace_seq, t.model_calls, a.paused, a.daily_cost_cap, a.id, k.id, k.last_used_at "
+    f"FROM {_TASK} t JOIN {_AGENT} a ON a.id = t.agent_id "
+    f"JOIN {ApiToken._meta.db_table} k ON k.agent_id = a.id "
+    "WHERE t.id = %s AND k.key_hash = %s AND k.revoked_at IS NULL"
     + (" FOR NO KEY UPDATE OF t" if connection.vendor == "postgresql" else "")
 )
 _FLOOR_CALL = (

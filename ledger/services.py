@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Subquery
+from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
@@ -38,24 +38,23 @@ def operation_lock(namespace: str, operation_key: str) -> Operation | None:
     )
 
 
-def operation_probe(namespace: str, operation_key: str) -> Subquery:
-    """The key's row id, read (not locked) by the task lock's statement: an annotation for
-    `agents.taskrow.lock_task`, so a tool request knows which claim to try first."""
+def operation_probe(operation_key: str) -> Subquery:
+    """The key's row id in the namespace of the task's agent, read (not locked) by the task
+    lock's statement: an annotation for `agents.taskrow.lock_task`, so a tool request knows
+    which claim to try first. The namespace comes from the agent row the lock joins: a
+    decision whose token the lock checks (`agents.taskrow.AgentClaim`) knows no agent before."""
     return Subquery(
-        Operation.objects.filter(namespace=namespace, operation_key=operation_key).values("pk")[:1]
+        Operation.objects.filter(
+            namespace=OuterRef("agent__namespace"), operation_key=operation_key
+        ).values("pk")[:1]
     )
 
 
 # The same read for `lock_task(probe=...)`: its shape is fixed, so the lock with it is
-# compiled once per connection (values: namespace, operation_key).
+# compiled once per connection (value: operation_key).
 OPERATION_PROBE = LockProbe(
-    build=lambda namespace, operation_key: {
-        "operation_probe": operation_probe(namespace, operation_key)
-    },
-    slots={
-        "namespace": (Operation._meta.get_field("namespace"), "prepared:marker:namespace"),
-        "operation_key": (Operation._meta.get_field("operation_key"), "prepared:marker:key"),
-    },
+    build=lambda operation_key: {"operation_probe": operation_probe(operation_key)},
+    slots={"operation_key": (Operation._meta.get_field("operation_key"), "prepared:marker:key")},
 )
 
 

@@ -31,7 +31,9 @@ class TokenRateThrottle(SimpleRateThrottle):
         token = request.auth
         if token is None:  # no token: nothing to count (the view answers 401 or is public)
             return None
-        return self.cache_format % {"scope": self.scope, "ident": token.pk}
+        # The token's hash: the decision endpoints know no more of it before their task lock
+        # (`agents.api.auth.TokenCheckedByLock`), and a token counts as one on every endpoint.
+        return self.cache_format % {"scope": self.scope, "ident": token.key_hash}
 
     def allow_request(self, request, view) -> bool:
         if self.rate is None:  # API_THROTTLE_RATE=off

@@ -14,9 +14,9 @@ from agents import selectors
 from agents.api import envelope, pagination
 from agents.api import responses as r
 from agents.api import serializers as s
-from agents.api.auth import agent_of
+from agents.api.auth import TokenCheckedByLock, agent_of
 from agents.api.fields import JSON_INT_MAX
-from agents.api.permissions import require_agent, require_perm
+from agents.api.permissions import decision_owner, require_agent, require_perm
 from agents.errors import BadInput, NotFound
 from agents.guard import terms
 from agents.models import Task
@@ -153,7 +153,7 @@ class TaskTrace(APIView):
                          "next": link})  # fmt: skip
 
 
-class ModelCallGate(APIView):
+class ModelCallGate(TokenCheckedByLock, APIView):
     @extend_schema(
         operation_id="model_call_gate",
         summary="Ask before a paid model call",
@@ -165,7 +165,7 @@ class ModelCallGate(APIView):
         responses=r.answers({200: r.MODEL_CALL_DECISION}, body=True),
     )
     def post(self, request, task_id):
-        agent = require_agent(request)
+        agent = decision_owner(request)
         data = _valid(s.ModelCallIn, request)
         task, call, outcome = runner.model_call_gate(task_id=task_id, agent=agent, **data)
         if outcome.decision == terms.ALLOW:
@@ -173,7 +173,7 @@ class ModelCallGate(APIView):
         return Response(stop_body(task, model_call=call.pk))
 
 
-class ModelCallUsage(APIView):
+class ModelCallUsage(TokenCheckedByLock, APIView):
     # The money was spent: the report is recorded even with text the database cannot hold
     # (stored encoded, see agents.storable), never refused for it.
     records_reports = True
@@ -189,7 +189,7 @@ class ModelCallUsage(APIView):
         responses=r.answers({200: r.USAGE_DECISION}, 409, body=True),
     )
     def post(self, request, task_id, model_call_id):
-        agent = require_agent(request)
+        agent = decision_owner(request)
         call_id = row_id(model_call_id, what="model call", code="MODEL_CALL_NOT_FOUND")
         data = _valid(s.UsageIn, request)
         task, outcome = runner.model_call_usage(
@@ -200,7 +200,7 @@ class ModelCallUsage(APIView):
         return Response({"decision": outcome.decision})
 
 
-class ToolCallRequest(APIView):
+class ToolCallRequest(TokenCheckedByLock, APIView):
     @extend_schema(
         operation_id="tool_call_request",
         summary="Ask before a tool execution",
@@ -213,7 +213,7 @@ class ToolCallRequest(APIView):
         responses=r.answers({200: r.TOOL_CALL_DECISION}, 409, body=True),
     )
     def post(self, request, task_id):
-        agent = require_agent(request)
+        agent = decision_owner(request)
         data = _valid(s.ToolRequestIn, request)
         task, call, outcome = runner.tool_call_request(
             task_id=task_id,
@@ -244,7 +244,7 @@ class ToolCallRequest(APIView):
         return Response(body)
 
 
-class ToolCallResult(APIView):
+class ToolCallResult(TokenCheckedByLock, APIView):
     # The tool ran: a committed write must reach the ledger, so the result is recorded even
     # with text the database cannot hold (stored encoded, see agents.storable).
     records_reports = True
@@ -262,7 +262,7 @@ class ToolCallResult(APIView):
         responses=r.answers({200: r.TOOL_RESULT_DECISION}, 409, body=True),
     )
     def post(self, request, task_id, tool_call_id):
-        agent = require_agent(request)
+        agent = decision_owner(request)
         call_id = row_id(tool_call_id, what="tool call", code="TOOL_CALL_NOT_FOUND")
         data = _valid(s.ToolResultIn, request)
         duration = data.pop("duration_ms", None)

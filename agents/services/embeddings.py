@@ -22,7 +22,8 @@ from django.core.cache import cache
 
 from agents.guard.similarity import EMBEDDING
 from agents.guard.terms import ToolRequest, WindowEntry
-from agents.models import Agent, Task
+from agents.models import Task
+from agents.taskrow import Owner, owned_by
 
 logger = logging.getLogger("loopwarden.embeddings")
 
@@ -75,7 +76,7 @@ def _embed_text(tool: str, args_text: str) -> str:
 
 
 def vectors_for(
-    *, task_id: uuid.UUID | str, agent: Agent, request: ToolRequest
+    *, task_id: uuid.UUID | str, agent: Owner, request: ToolRequest
 ) -> dict[str, list[float]]:
     """Vectors by fingerprint for this call and the window's calls of the same tool.
 
@@ -87,7 +88,7 @@ def vectors_for(
         return {}
     if request.job_id:
         return {}
-    row = Task.objects.filter(pk=task_id, agent=agent).values_list("window", "limits").first()
+    row = Task.objects.filter(owned_by(agent), pk=task_id).values_list("window", "limits").first()
     if row is None:
         return {}
     window, limits = row

@@ -33,6 +33,7 @@ from agents.services.common import (
 )
 from agents.taskrow import (
     LockProbe,
+    Owner,
     apply_state,
     lock_task,
     lock_task_and_call,
@@ -60,7 +61,7 @@ def _finish_decision(
 def model_call_gate(
     *,
     task_id: uuid.UUID | str,
-    agent: Agent,
+    agent: Owner,
     model: str = "",
     est_prompt_tokens: int = 0,
     max_output_tokens: int = 0,
@@ -77,10 +78,14 @@ def model_call_gate(
     estimate, is exactly what the rule would have read from the locked row; a gate that does
     not allow gives it back. Without a cap nothing reads the day's total: an ALLOW books its
     reservation on the day row with the decision's other writes (one statement on PostgreSQL).
+
+    `agent` is the agent, or the claim of its token that the lock checks (`AgentClaim`); so
+    for every decision here: from the lock on, the agent is the row the lock read.
     """
     now = timezone.now()
     with decision_transaction():
         task = lock_task(task_id, agent=agent)
+        agent = task.agent
         state = to_state(task)
         tokens, estimate = model_estimate(
             catalog_of(task), model, est_prompt_tokens, max_output_tokens, state.limits
@@ -132,7 +137,7 @@ def model_call_gate(
 def model_call_usage(
     *,
     task_id: uuid.UUID | str,
-    agent: Agent,
+    agent: Owner,
     model_call_id: int,
     prompt_tokens: int,
     completion_tokens: int,
@@ -146,6 +151,7 @@ def model_call_usage(
     now = timezone.now()
     with decision_transaction():
         task, call = lock_task_and_model_call(task_id, model_call_id, agent=agent)
+        agent = task.agent
         _check_settleable(call)
         actual = cost_of(catalog_of(task), call.model, prompt_tokens, completion_tokens)
         # A reservation the sweep already charged as reserved is not charged twice.
@@ -215,7 +221,7 @@ class _KeyRace(Exception):
 def tool_call_request(
     *,
     task_id: uuid.UUID | str,
-    agent: Agent,
+    agent: Owner,
     tool: str,
     args: dict[str, Any],
     effect: str,
@@ -259,10 +265,10 @@ def _tool_request(tool, args, effect, operation_key, job_id, policy) -> terms.To
 
 
 def _probe(
-    agent: Agent, keyed: bool, operation_key: str | None, model_call_id: int | None
+    keyed: bool, operation_key: str | None, model_call_id: int | None
 ) -> tuple[LockProbe, dict[str, Any]] | None:
     """The reads `lock_task` makes with the lock for a tool request (see MODEL_CALL_PROBE)."""
-    key = {"namespace": agent.namespace, "operation_key": operation_key}
+    key = {"operation_key": operation_key}
     if model_call_id is None:
         return (ledger.OPERATION_PROBE, key) if keyed else None
     if keyed:
@@ -290,8 +296,9 @@ def _tool_call_request_once(
             # A keyed write reads its key's row id with the lock (a read has none to read),
             # a request that names its model call whether that call is the task's.
             task = lock_task(
-                task_id, agent=agent, probe=_probe(agent, keyed, operation_key, model_call_id)
+                task_id, agent=agent, probe=_probe(keyed, operation_key, model_call_id)
             )
+            agent = task.agent
             current = catalog_of(task).policies.get(tool)
             if current is not policy:
                 # An admin changed the catalog since this process last loaded it: decide by
@@ -385,7 +392,7 @@ def _tool_call_request_once(
 def tool_call_result(
     *,
     task_id: uuid.UUID | str,
-    agent: Agent,
+    agent: Owner,
     tool_call_id: int,
     result: terms.ToolResult,
     duration_ms: int | None = None,
@@ -399,6 +406,7 @@ def tool_call_result(
     now = timezone.now()
     with decision_transaction():
         task, call = lock_task_and_call(task_id, tool_call_id, agent=agent)
+        agent = task.agent
         if call.decision != terms.EXECUTE:
             raise Conflict(
                 f"This tool call was answered {call.decision}; nothing ran, so there is no "
@@ -481,8 +489,9 @@ _NOVELTY_READS = Prepared(
             same_call_keys=_earlier_keys(
                 tool=tool, fingerprint=fingerprint, seq__lt=before, seq__gte=after
             ),
-            same_tool_keys=_earlier_keys(tool=tool_again, seq__lt=before_again,
-                                         seq__gte=after_again),  # fmt: skip
+            same_tool_keys=_earlier_keys(
+                tool=tool_again, seq__lt=before_again, seq__gte=after_again
+            ),  # fmt: skip
         )
         .values_list("hash_seen", "same_call_keys", "same_tool_keys")
     ),

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 
 from agents.guard import terms
-from agents.models import Agent, ModelCall, ToolCall
+from agents.models import Agent, ApiToken, ModelCall, ToolCall, hash_token
 from agents.services.runner import MODEL_CALL_AND_OPERATION_PROBE
 from agents.services.tasks import task_create
 from agents.taskrow import _LOCK_OWN, _LOCK_WITH_CALL, _LOCK_WITH_MODEL_CALL
@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtur
 LONG = 400  # calls of each kind in the long task
 SHORT_TASKS = 30  # the agent's other tasks, one call of each kind each
 OTHER_TASKS = 300  # another agent's tasks, as many calls
+OTHER_TOKENS = 100  # more tokens of each agent (revoked ones stay in the table)
 
 
 def add_calls(task, count):
@@ -55,16 +56,44 @@ def long_task(make_task, agent_row):
     other = Agent.objects.create(name="agent-b", namespace="ns-b")
     for n in range(OTHER_TASKS):
         add_calls(task_create(agent=other, goal=f"Another agent's task {n}"), 1)
+    ApiToken.objects.bulk_create(
+        ApiToken(agent=agent, key_hash=hash_token(f"token {agent.pk} {n}"), prefix="lw_")
+        for agent in (agent_row, other)
+        for n in range(OTHER_TOKENS)
+    )
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE agents_task, agents_modelcall, agents_toolcall, agents_agent")
+        cursor.execute(
+            "ANALYZE agents_task, agents_modelcall, agents_toolcall, agents_agent, agents_apitoken"
+        )
     return task
+
+
+@pytest.fixture(params=["by agent id", "by token"])
+def owner(request, agent):
+    """How the lock names the task's agent: its id, or the hash of its token (a decision's
+    lock that checks the token: `agents.taskrow.AgentClaim`)."""
+    if request.param == "by agent id":
+        return False, {"agent": agent[1].pk}
+    return True, {"key_hash": hash_token(agent[0].token)}
+
+
+def assert_token_found_by_key(plan: dict, by_token: bool) -> None:
+    """The token, when the lock checks one, is read once, by an index of its hash."""
+    if not by_token:
+        assert scans(plan, "agents_apitoken") == []
+        return
+    (scan,) = scans(plan, "agents_apitoken")
+    # Either of the column's two indexes (unique, and Django's `_like` for prefix matches).
+    assert "key_hash" in scan.get("Index Name", ""), scan
+    assert (scan["Actual Rows"], scan.get("Rows Removed by Filter", 0)) == (1, 0), scan
 
 
 def assert_found_by_key(plan: dict, table: str) -> None:
     """`table` is read once, by its primary key, one row and no other."""
     (scan,) = scans(plan, table)
     assert (scan.get("Index Name"), scan.get("Rows Removed by Filter", 0)) == (
-        f"{table}_pkey", 0
+        f"{table}_pkey",
+        0,
     ), scan
     assert scan["Actual Rows"] == 1, scan
 
@@ -75,29 +104,34 @@ def assert_found_by_key(plan: dict, table: str) -> None:
      (_LOCK_WITH_MODEL_CALL, ModelCall, "agents_modelcall")],
     ids=["tool call", "model call"],
 )  # fmt: skip
-def test_a_reports_lock_reads_one_call_and_one_task(long_task, agent_row, lock, model, table):
+def test_a_reports_lock_reads_one_call_and_one_task(long_task, owner, lock, model, table):
+    by_token, values = owner
     last = model.objects.filter(task=long_task).latest("seq")
 
-    plan = generic_plan(*lock.compiled_sql(call=last.pk, task=long_task.pk, agent=agent_row.pk))
+    plan = generic_plan(*lock[by_token].compiled_sql(call=last.pk, task=long_task.pk, **values))
 
     assert_found_by_key(plan, table)
     assert_found_by_key(plan, "agents_task")
+    assert_token_found_by_key(plan, by_token)
 
 
-def test_a_gates_lock_reads_one_task(long_task, agent_row):
-    plan = generic_plan(*_LOCK_OWN.compiled_sql(task=long_task.pk, agent=agent_row.pk))
+def test_a_gates_lock_reads_one_task(long_task, owner):
+    by_token, values = owner
+    plan = generic_plan(*_LOCK_OWN[by_token].compiled_sql(task=long_task.pk, **values))
 
     assert_found_by_key(plan, "agents_task")
+    assert_token_found_by_key(plan, by_token)
 
 
-def test_a_tool_requests_lock_reads_one_task_and_one_model_call(long_task, agent_row):
+def test_a_tool_requests_lock_reads_one_task_and_one_model_call(long_task, owner):
+    by_token, values = owner
     last = ModelCall.objects.filter(task=long_task).latest("seq")
-    lock = MODEL_CALL_AND_OPERATION_PROBE.lock
+    lock = MODEL_CALL_AND_OPERATION_PROBE.lock[by_token]
 
     plan = generic_plan(*lock.compiled_sql(
-        task=long_task.pk, agent=agent_row.pk, model_call=last.pk, namespace="ns-a",
-        operation_key="invoice-42",
+        task=long_task.pk, model_call=last.pk, operation_key="invoice-42", **values
     ))  # fmt: skip
 
     assert_found_by_key(plan, "agents_task")
     assert_found_by_key(plan, "agents_modelcall")
+    assert_token_found_by_key(plan, by_token)

@@ -3,18 +3,21 @@ the same queryset with the same values, and read the same instances back."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.transaction import TransactionManagementError
+from django.utils import timezone
 
 from agents.api import auth
 from agents.guard import terms
 from agents.models import ApiToken, ToolCall, hash_token
 from agents.services import runner
-from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _as_get, _lock_query
+from agents.services.tasks import task_create
+from agents.taskrow import _LOCK_ANY, _LOCK_OWN, _as_get, _lock_query, _owned
 
 
 def django_sql(queryset):
@@ -38,12 +41,24 @@ def test_the_token_lookup_is_the_querysets_first(agent):
     assert auth._TOKEN.rows(key_hash=hash_token("nobody's")) == []
 
 
-def test_the_task_locks_are_the_querysets_get(agent_row, make_task):
+def owners(agent):
+    """Each way a lock names the task's agent: its id, or a claim's token hash (with the
+    queryset that `agents.taskrow._owned` builds for it)."""
+    key = hash_token(agent[0].token)
+    return [
+        (False, {"agent": agent[1].pk}, lambda query, path: query.filter(**{path: agent[1]})),
+        (True, {"key_hash": key}, lambda query, path: _owned(query, path, {"key_hash": key})),
+    ]
+
+
+def test_the_task_locks_are_the_querysets_get(agent, agent_row, make_task):
     task = make_task()
+    token = ApiToken.objects.get(agent=agent_row)
     with transaction.atomic():
         for prepared, values, queryset in (
-            (_LOCK_OWN, {"task": str(task.pk), "agent": agent_row.pk},
-             _lock_query().filter(agent=agent_row).filter(pk=str(task.pk))),
+            *((_LOCK_OWN[by_token], {"task": str(task.pk), **owner},
+               narrow(_lock_query(), "agent").filter(pk=str(task.pk)))
+              for by_token, owner, narrow in owners(agent)),
             (_LOCK_ANY, {"task": task.pk}, _lock_query().filter(pk=task.pk)),
         ):  # fmt: skip
             sql, params = django_sql(_as_get(queryset))
@@ -52,9 +67,17 @@ def test_the_task_locks_are_the_querysets_get(agent_row, make_task):
             assert locked == task and locked.agent == agent_row
             assert locked.goal == task.goal and locked.limits == task.limits
             assert locked.catalog_version == queryset.get().catalog_version
-        assert _LOCK_OWN.rows(task=uuid.uuid4(), agent=agent_row.pk) == []
-        with pytest.raises(ValidationError):
-            _LOCK_OWN.rows(task="not-a-uuid", agent=agent_row.pk)
+            if "key_hash" in values:  # the claim's token, read with the row
+                assert locked.claim_token_id == token.pk
+                assert locked.claim_token_used_at == token.last_used_at
+        for by_token, owner, _narrow in owners(agent):
+            assert _LOCK_OWN[by_token].rows(task=uuid.uuid4(), **owner) == []
+            with pytest.raises(ValidationError):
+                _LOCK_OWN[by_token].rows(task="not-a-uuid", **owner)
+        # A revoked token, another agent's task, a token nobody has: no row.
+        assert _LOCK_OWN[True].rows(task=task.pk, key_hash=hash_token("nobody's")) == []
+        ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+        assert _LOCK_OWN[True].rows(task=task.pk, key_hash=token.key_hash) == []
 
 
 def test_a_prepared_lock_outside_a_transaction_is_refused_as_djangos(
@@ -134,34 +157,36 @@ def _a_model_call(task, agent_row):
     ids=["tool-call", "model-call"],
 )  # fmt: skip
 def test_the_task_and_call_locks_are_the_querysets_get(
-    agent_row, make_task, lock_name, model_name, make_call
+    agent, agent_row, make_task, lock_name, model_name, make_call
 ):
     from agents import models, taskrow
     from agents.taskrow import catalog_version_subquery
 
-    lock, model = getattr(taskrow, lock_name), getattr(models, model_name)
+    locks, model = getattr(taskrow, lock_name), getattr(models, model_name)
     task = make_task()
     call = make_call(task, agent_row)
     with transaction.atomic():
-        values = {"call": call.pk, "task": str(task.pk), "agent": agent_row.pk}
-        queryset = (
-            model.objects.select_for_update(no_key=True, of=("task", "self"))
-            .select_related("task", "task__agent")
-            .annotate(catalog_version=catalog_version_subquery())
-            .filter(task__agent=agent_row)
-            .filter(pk=call.pk, task_id=str(task.pk))
-        )
-        sql, params = django_sql(_as_get(queryset))
-        assert lock.compiled_sql(**values) == (sql, list(params))
-        (locked,) = lock.rows(**values)
-        assert locked == call and locked.task == task and locked.task.agent == agent_row
-        assert locked.decision == call.decision and locked.task.limits == task.limits
-        assert lock.rows(**{**values, "call": call.pk + 1}) == []
-        assert lock.rows(**{**values, "task": str(uuid.uuid4())}) == []
+        for by_token, owner, narrow in owners(agent):
+            lock = locks[by_token]
+            values = {"call": call.pk, "task": str(task.pk), **owner}
+            queryset = narrow(
+                model.objects.select_for_update(no_key=True, of=("task", "self"))
+                .select_related("task", "task__agent")
+                .annotate(catalog_version=catalog_version_subquery()),
+                "task__agent",
+            ).filter(pk=call.pk, task_id=str(task.pk))
+            sql, params = django_sql(_as_get(queryset))
+            assert lock.compiled_sql(**values) == (sql, list(params))
+            (locked,) = lock.rows(**values)
+            assert locked == call and locked.task == task and locked.task.agent == agent_row
+            assert locked.decision == call.decision and locked.task.limits == task.limits
+            assert lock.rows(**{**values, "call": call.pk + 1}) == []
+            assert lock.rows(**{**values, "task": str(uuid.uuid4())}) == []
+        assert locks[True].rows(call=call.pk, task=task.pk, key_hash=hash_token("x")) == []
 
 
 def test_the_lock_with_the_model_call_probes_is_the_querysets_get(
-    agent_row, make_task, start_write
+    agent, agent_row, make_task, start_write
 ):
     from django.db.models import Exists, OuterRef
 
@@ -171,25 +196,21 @@ def test_the_lock_with_the_model_call_probes_is_the_querysets_get(
     task = make_task()
     _task, call, _outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
     operation = start_write(task, key="invoice-8")
-    key = {"namespace": agent_row.namespace, "operation_key": "invoice-8"}
+    key = {"operation_key": "invoice-8"}
     known = Exists(ModelCall.objects.filter(task=OuterRef("pk"), pk=call.pk))
     with transaction.atomic():
-        for probe, values, annotations in (
+        for (probe, values, annotations), (by_token, owner, narrow) in itertools.product((
             (runner.MODEL_CALL_PROBE, {"model_call": call.pk}, {"model_call_known": known}),
             (runner.MODEL_CALL_AND_OPERATION_PROBE, {"model_call": call.pk, **key},
-             {"model_call_known": known,
-              "operation_probe": ledger.operation_probe(agent_row.namespace, "invoice-8")}),
-        ):  # fmt: skip
-            queryset = _lock_query(annotations).filter(agent=agent_row).filter(pk=str(task.pk))
+             {"model_call_known": known, "operation_probe": ledger.operation_probe("invoice-8")}),
+        ), owners(agent)):  # fmt: skip
+            queryset = narrow(_lock_query(annotations), "agent").filter(pk=str(task.pk))
             sql, params = django_sql(_as_get(queryset))
-            assert probe.lock.compiled_sql(task=str(task.pk), agent=agent_row.pk, **values) == (
-                sql, list(params),
-            )  # fmt: skip
-            (locked,) = probe.lock.rows(task=task.pk, agent=agent_row.pk, **values)
+            lock = probe.lock[by_token]
+            assert lock.compiled_sql(task=str(task.pk), **owner, **values) == (sql, list(params))
+            (locked,) = lock.rows(task=task.pk, **owner, **values)
             assert locked == task and locked.model_call_known is True
-            (other,) = probe.lock.rows(
-                task=task.pk, agent=agent_row.pk, **{**values, "model_call": call.pk + 1}
-            )
+            (other,) = lock.rows(task=task.pk, **owner, **{**values, "model_call": call.pk + 1})
             assert other.model_call_known is False
         assert locked.operation_probe == operation.pk
     with pytest.raises(ValueError, match="same slot names"):
@@ -228,23 +249,30 @@ def test_insert_row_sends_the_insert_save_sends(agent_row, make_task):
     assert ModelCall.objects.get(pk=model_call.pk).created_at == model_call.created_at
 
 
-def test_the_lock_with_the_operation_probe_is_the_querysets_get(agent_row, make_task, start_write):
+def test_the_lock_with_the_operation_probe_is_the_querysets_get(
+    agent, make_task, start_write, make_agent
+):
     from ledger import services as ledger
 
     task = make_task()
     operation = start_write(task, key="invoice-7")
-    values = {"namespace": agent_row.namespace, "operation_key": "invoice-7"}
+    # The same key in another namespace: the probe reads the task's agent's namespace only.
+    other_agent, _token = make_agent("agent-c", namespace="ns-c")
+    elsewhere = task_create(agent=other_agent, goal="elsewhere")
+    runner.tool_call_request(task_id=elsewhere.pk, agent=other_agent, tool="send_invoice",
+                             args={}, effect=terms.WRITE, operation_key="invoice-7")  # fmt: skip
+    values = {"operation_key": "invoice-7"}
     with transaction.atomic():
-        queryset = _lock_query(
-            {"operation_probe": ledger.operation_probe(agent_row.namespace, "invoice-7")}
-        ).filter(agent=agent_row)
-        sql, params = django_sql(_as_get(queryset.filter(pk=str(task.pk))))
-        prepared = ledger.OPERATION_PROBE.lock
-        assert prepared.compiled_sql(task=str(task.pk), agent=agent_row.pk, **values) == (
-            sql, list(params),
-        )  # fmt: skip
-        (locked,) = prepared.rows(task=task.pk, agent=agent_row.pk, **values)
-        assert locked == task and locked.operation_probe == operation.pk
-        (other,) = prepared.rows(task=task.pk, agent=agent_row.pk,
-                                 namespace=agent_row.namespace, operation_key="nope")  # fmt: skip
-        assert other.operation_probe is None
+        for by_token, owner, narrow in owners(agent):
+            queryset = narrow(
+                _lock_query({"operation_probe": ledger.operation_probe("invoice-7")}), "agent"
+            )
+            sql, params = django_sql(_as_get(queryset.filter(pk=str(task.pk))))
+            prepared = ledger.OPERATION_PROBE.lock[by_token]
+            assert prepared.compiled_sql(task=str(task.pk), **owner, **values) == (
+                sql, list(params),
+            )  # fmt: skip
+            (locked,) = prepared.rows(task=task.pk, **owner, **values)
+            assert locked == task and locked.operation_probe == operation.pk
+            (other,) = prepared.rows(task=task.pk, **owner, operation_key="nope")
+            assert other.operation_probe is None

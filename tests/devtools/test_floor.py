@@ -61,3 +61,25 @@ def test_another_agents_task_or_a_body_without_a_task_id_changes_nothing(
     assert not ModelCall.objects.exists()
     assert not AgentDay.objects.exists()
     assert Task.objects.get(pk=task_id).trace_seq == 0
+
+
+def test_the_floor_checks_the_token_as_a_gate_does_in_as_many_statements(client, agent_api):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.conftest import Caller
+
+    task_id = agent_api.post("tasks", {"goal": "Export every invoice"}).body["id"]
+    agent_api.post(f"tasks/{task_id}/model-calls", {"model": "m"})  # the day row exists
+    stranger = Caller(client, "lw_not-a-real-token")
+
+    refused = stranger.post(FLOOR, {"task": task_id})
+    with CaptureQueriesContext(connection) as floor:
+        assert agent_api.post(FLOOR, {"task": task_id}).status_code == 200
+    with CaptureQueriesContext(connection) as gate:
+        assert agent_api.post(f"tasks/{task_id}/model-calls", {"model": "m"}).status_code == 200
+
+    assert (refused.status_code, refused.body["error"]["code"]) == (401, "UNAUTHENTICATED")
+    sent = [[q["sql"] for q in c.captured_queries if "SAVEPOINT" not in q["sql"]]
+            for c in (floor, gate)]  # fmt: skip
+    assert len(sent[0]) == len(sent[1]), sent
