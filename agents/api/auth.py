@@ -35,45 +35,37 @@ _TOKEN = Prepared(
 TOUCH_SECONDS = 60
 
 
-@dataclass
-class AgentPrincipal:
-    """request.user for an agent token. It has no Django permissions at all."""
+class TokenUser:
+    """request.user for a token that is not a Django user's: authenticated, and no Django
+    permissions at all."""
 
-    agent: Agent
-    is_authenticated: bool = True
-    is_active: bool = True
-    is_staff: bool = False
-    is_superuser: bool = False
-
-    @property
-    def pk(self):
-        return None
+    is_authenticated = True
+    is_active = True
+    is_staff = False
+    is_superuser = False
+    pk = None
 
     def has_perm(self, perm: str, obj=None) -> bool:
         return False
+
+
+@dataclass
+class AgentPrincipal(TokenUser):
+    """request.user for an agent token."""
+
+    agent: Agent
 
     def get_username(self) -> str:
         return f"agent:{self.agent.name}"
 
 
 @dataclass
-class ClaimPrincipal:
+class ClaimPrincipal(TokenUser):
     """request.user on a decision endpoint (`TokenCheckedByLock`) until its task lock checked
     the token: authenticated only in the sense that the view may go on to that lock, which
-    answers nothing for a token that does not authenticate. No Django permissions at all."""
+    answers nothing for a token that does not authenticate."""
 
     claim: AgentClaim
-    is_authenticated: bool = True
-    is_active: bool = True
-    is_staff: bool = False
-    is_superuser: bool = False
-
-    @property
-    def pk(self):
-        return None
-
-    def has_perm(self, perm: str, obj=None) -> bool:
-        return False
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
