@@ -81,8 +81,9 @@ class Floor(TokenCheckedByLock, APIView):
 
     One request, shaped as a gate on the same connection settings: the lock of the caller's
     task with the agent's flags, checking the caller's token as a gate's lock does (one SELECT
-    ... FOR NO KEY UPDATE; the same authentication, `TokenCheckedByLock`), one statement of writes (a model call row, the task's counters, the day
-    row's reservation; three statements on SQLite, as the guard's are there), the COMMIT. It
+    ... FOR NO KEY UPDATE; the same authentication, `TokenCheckedByLock`), one statement of
+    writes (a model call row, the task's counters, the day row's reservation; three
+    statements on SQLite, as the guard's are there), the COMMIT. It
     decides nothing: a task the caller owns is always allowed, whatever its state or limits,
     which is why only the bench's own server routes it (devtools/urls.py). Body: `{"task":
     "<the task's id>"}`.
