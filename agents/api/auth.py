@@ -121,7 +121,10 @@ class TokenCheckedByLock:
     401 and an operator's token 403 AGENT_TOKEN_REQUIRED, as they did before the view ran."""
 
     def get_authenticators(self):
-        return [BearerTokenAuthentication(checked_by_lock=True)]
+        # Only the decision (POST) goes through the lock; OPTIONS looks the token up first.
+        request = getattr(self, "request", None)  # None while the schema is generated
+        post = request is None or request.method == "POST"
+        return [BearerTokenAuthentication(checked_by_lock=post)]
 
     def handle_exception(self, exc):
         claim = claim_of(self.request)  # type: ignore[attr-defined]

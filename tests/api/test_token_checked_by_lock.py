@@ -141,3 +141,12 @@ def test_a_throttled_unknown_token_answers_401(client, decisions, settings):
 
     for path, valid, _invalid in paths * 2:
         assert unauthenticated(stranger.post(path, valid)), path
+
+
+def test_options_on_a_decision_endpoint_looks_the_token_up_first(client, agent_api, decisions):
+    _task, paths = decisions
+    stranger = Caller(client, "lw_not-a-real-token")
+
+    for path, _valid, _invalid in paths:
+        assert agent_api._call("options", path).status_code == 200, path  # was a 500
+        assert unauthenticated(stranger._call("options", path)), path
