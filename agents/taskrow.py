@@ -68,6 +68,10 @@ class AgentClaim:
     token_id: int | None = None
     token_used_at: datetime | None = None
 
+    def settle(self, agent: Agent, token_id: int, token_used_at: datetime | None) -> None:
+        """A lock found the row of this claim's token: the claim is that agent from now on."""
+        self.agent, self.token_id, self.token_used_at = agent, token_id, token_used_at
+
 
 Owner = Agent | AgentClaim
 
@@ -75,9 +79,14 @@ Owner = Agent | AgentClaim
 def owned_by(owner: Owner, path: str = "agent") -> Q:
     """The rows whose agent (reached by `path`) is `owner`: the agent itself, or the agent of
     the claim's live token."""
-    if isinstance(owner, AgentClaim):
-        return ApiToken.live(owner.key_hash, f"{path}__tokens__")
-    return Q(**{path: owner})
+    return _owner_q(path, **_owner_values(owner)[1])
+
+
+def _owner_q(path: str, *, agent: Any = None, key_hash: Any = None) -> Q:
+    """`owned_by` for the owner's value (an agent's id, or a token's hash), a marker too."""
+    if key_hash is not None:
+        return ApiToken.live(key_hash, f"{path}__tokens__")
+    return Q(**{path: agent})
 
 
 def catalog_version_subquery() -> Subquery:
@@ -119,11 +128,13 @@ _OWNER_SLOTS: dict[bool, dict[str, tuple[Field, Any]]] = {
 
 
 def _owned(query: Any, path: str, owner: dict[str, Any]) -> Any:
-    """`query`'s rows whose agent (at `path`) is the owner in `owner`, one of `_OWNER_SLOTS`."""
-    if "agent" in owner:
-        return query.filter(**{path: owner["agent"]})
+    """`query`'s rows whose agent (at `path`) is the owner in `owner`, one of `_OWNER_SLOTS`;
+    by a token, with the token's id and last use."""
+    query = query.filter(_owner_q(path, **owner))
+    if "key_hash" not in owner:
+        return query
     tokens = f"{path}__tokens__"
-    return query.filter(ApiToken.live(owner["key_hash"], tokens)).annotate(
+    return query.annotate(
         claim_token_id=F(f"{tokens}id"), claim_token_used_at=F(f"{tokens}last_used_at")
     )
 
@@ -137,9 +148,7 @@ def _owner_values(owner: Owner) -> tuple[bool, dict[str, Any]]:
 def _settle_claim(owner: Owner, agent: Agent, row: Any) -> None:
     """The lock found the row of a claim's token: the claim is the token's agent from now on."""
     if isinstance(owner, AgentClaim):
-        owner.agent = agent
-        owner.token_id = row.claim_token_id
-        owner.token_used_at = row.claim_token_used_at
+        owner.settle(agent, row.claim_token_id, row.claim_token_used_at)
 
 
 # The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of

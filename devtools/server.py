@@ -111,8 +111,7 @@ class Floor(TokenCheckedByLock, APIView):
             if row is None:
                 raise NotFound("No such task.", code="TASK_NOT_FOUND")
             seq, calls, agent_id = row[0] + 1, row[1] + 1, row[4]
-            claim.agent = Agent(id=agent_id)
-            claim.token_id, claim.token_used_at = row[5], _aware(row[6])
+            claim.settle(Agent(id=agent_id), row[5], _aware(row[6]))
             stamp = _db(Task, "updated_at", now)
             call = [seq, calls, MODEL, _db(ModelCall, "reserved_cost", estimate), stamp, task_key]
             task = [seq, calls, stamp, task_key]
