@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
-from django.db import models
+from django.db import connections, models, transaction
 from django.db.models import Q, signals
 from django.db.models.base import ModelState
 
@@ -66,6 +66,25 @@ class ReadOften(models.Model):
         return new
 
 
+class ProfileQuerySet(models.QuerySet):
+    def held(self) -> list[LimitProfile]:
+        """The profiles, each held (FOR KEY SHARE) until the transaction ends.
+
+        Whatever is about to point at a profile (a new task, an agent's grant or default) reads
+        it this way: a delete, which locks the profile FOR UPDATE first, then waits for it or
+        it for the delete, and a profile deleted meanwhile is simply not found, where a plain
+        read would find it and the write would break its foreign key. Profiles are held after
+        the agent row, never before (`configuration.profile_delete` keeps the same order).
+        Many holders never wait for each other. SQLite writes one transaction at a time.
+        """
+        assert transaction.get_connection(self.db).in_atomic_block, "held() needs a transaction"
+        if connections[self.db].vendor != "postgresql":
+            return list(self)
+        sql, params = self.query.sql_with_params()
+        table = connections[self.db].ops.quote_name(LimitProfile._meta.db_table)
+        return list(self.raw(f"{sql} FOR KEY SHARE OF {table}", params))
+
+
 class LimitProfile(models.Model):
     """A named set of limits (DESIGN.md section 5). Tasks copy them at creation."""
 
@@ -116,6 +135,8 @@ class LimitProfile(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ProfileQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

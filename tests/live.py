@@ -60,6 +60,13 @@ class Api:
     def get(self, path: str) -> tuple[int, Any]:
         return self._answer(self.http.get(path))
 
+    def patch(self, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        return self._answer(self.http.patch(path, json=dict(body)))
+
+    def delete(self, path: str) -> tuple[int, Any]:
+        response = self.http.delete(path)
+        return (204, None) if response.status_code == 204 else self._answer(response)
+
     @staticmethod
     def _answer(response: httpx.Response) -> tuple[int, Any]:
         try:

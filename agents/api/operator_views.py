@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -17,7 +16,7 @@ from agents.api.permissions import require_perm
 from agents.api.views import _valid, id_parameter, row_id
 from agents.errors import BadInput, NotFound
 from agents.guard import terms
-from agents.models import Agent, Event, LimitProfile
+from agents.models import Agent, LimitProfile
 from agents.services import configuration, operator
 from ledger import services as ledger_services
 from ledger.models import Operation
@@ -196,16 +195,6 @@ class ProfileSerializer(serializers.ModelSerializer):
         exclude = ["id"]
 
 
-def _audit_profile(request, kind: str, profile: LimitProfile, detail: dict) -> None:
-    Event.objects.create(
-        kind=kind,
-        actor=operator.actor_name(request.user),
-        actor_user=request.user,
-        reason=profile.name,
-        detail=detail,
-    )
-
-
 class ProfilePage(serializers.Serializer):
     profiles = ProfileSerializer(many=True)
 
@@ -282,10 +271,7 @@ class ProfileDetail(APIView):
     )
     def delete(self, request, name):
         require_perm(request, "agents.delete_limitprofile")
-        profile = self._get(name)
-        with transaction.atomic():
-            _audit_profile(request, "profile_deleted", profile, {})
-            profile.delete()  # tasks keep their copied limits; their profile link is cleared
+        configuration.profile_delete(user=request.user, name=name)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

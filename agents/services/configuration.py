@@ -199,6 +199,29 @@ def token_revoke(
     return token
 
 
+def profile_delete(*, user, name: str) -> None:
+    """Delete a limit profile. Tasks keep the limits they copied; the link of every task and
+    agent that named it is cleared, and the agents it was granted to lose the grant.
+
+    Locks in the order everything that points at a profile does: first the agents whose
+    default it is (task creation locks its agent first too), then the profile itself, which
+    waits for every transaction holding it (`LimitProfile.objects.held`) and makes the next
+    ones wait. So the links cleared are all there will ever be, and a creation or grant that
+    comes after finds no such profile: nothing breaks a foreign key on the way.
+    """
+    with transaction.atomic():
+        list(Agent.objects.select_for_update().filter(default_profile__name=name).order_by("pk"))
+        try:
+            profile = LimitProfile.objects.select_for_update().get(name=name)
+        except LimitProfile.DoesNotExist:
+            raise NotFound("No such profile.", code="PROFILE_NOT_FOUND") from None
+        Event.objects.create(
+            kind="profile_deleted", actor=actor_name(user), actor_user=user,
+            reason=profile.name, detail={},
+        )  # fmt: skip
+        profile.delete()
+
+
 def agent_set_allowed_profiles(*, name: str, profiles: list[str], user, reason: str = "") -> Agent:
     """Replace the profiles an admin granted the agent (its default is always allowed).
 
@@ -212,7 +235,7 @@ def agent_set_allowed_profiles(*, name: str, profiles: list[str], user, reason: 
             agent = Agent.objects.select_for_update().get(name=name)
         except Agent.DoesNotExist:
             raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
-        found = {p.name: p for p in LimitProfile.objects.filter(name__in=wanted)}
+        found = {p.name: p for p in LimitProfile.objects.filter(name__in=wanted).held()}
         unknown = [n for n in wanted if n not in found]
         if unknown:
             raise BadInput(

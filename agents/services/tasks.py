@@ -17,10 +17,18 @@ DEFAULT_PROFILE = "default"
 
 
 def default_profile(agent: Agent) -> LimitProfile | None:
-    """The agent's own default profile, else the one named "default", else None (built-ins)."""
+    """The agent's own default profile, else the one named "default", else None (built-ins).
+
+    Held until the transaction ends (`LimitProfile.objects.held`), as is a granted one below:
+    the task about to be created points at it, so a delete must not slip in between.
+    """
+    profiles = LimitProfile.objects.all()
     if agent.default_profile_id:
-        return agent.default_profile
-    return LimitProfile.objects.filter(name=DEFAULT_PROFILE).first()
+        profiles = profiles.filter(pk=agent.default_profile_id)
+    else:
+        profiles = profiles.filter(name=DEFAULT_PROFILE)
+    held = profiles.held()
+    return held[0] if held else None
 
 
 def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
@@ -33,7 +41,7 @@ def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
     default = default_profile(agent)
     if not name or (default is not None and name == default.name):
         return default
-    granted = agent.allowed_profiles.filter(name=name).first()
+    granted = next(iter(agent.allowed_profiles.filter(name=name).held()), None)
     if granted is None:
         raise Forbidden(
             f"This agent may not use the profile {name!r}; an admin may grant it.",

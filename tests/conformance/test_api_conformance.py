@@ -3,7 +3,8 @@ an admin's token, all checks (response schema conformance, status codes, negativ
 rejected, positive data accepted, ...), at least 50 generated examples per operation.
 
 Run: `DATABASE_URL=postgres://... ./dev test -q -m schemathesis` (CI does, on PostgreSQL).
-The schemathesis CLI runs against a gunicorn server; its report is printed on failure.
+The schemathesis CLI runs against a gunicorn server; its report and the end of the server's log
+are printed on failure.
 """
 
 from __future__ import annotations
@@ -108,4 +109,6 @@ def test_every_answer_matches_the_schema(world, tmp_path):
         if process.returncode != 0:
             failed.append(f"{role}:\n{report[-20000:]}")
     if failed:
+        # A 500's traceback is in the server's log, not in schemathesis's report.
+        failed.append(f"server log (end):\n{world.server.log_tail(200)}")
         pytest.fail("schemathesis found failures\n" + "\n".join(failed), pytrace=False)

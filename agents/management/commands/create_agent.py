@@ -26,12 +26,15 @@ class Command(BaseCommand):
                 raise CommandError(f"--daily-cap {daily_cap!r} is not a number") from None
             if cap < 0:
                 raise CommandError("--daily-cap must be zero or more")
-        chosen = None
-        if profile:
-            chosen = LimitProfile.objects.filter(name=profile).first()
-            if chosen is None:
-                raise CommandError(f"no limit profile named {profile!r}")
         with transaction.atomic():
+            # The agent row before the profile, held as a task creation holds it, so a
+            # profile deleted meanwhile is not found rather than a broken foreign key.
+            Agent.objects.select_for_update().filter(name=name).first()
+            chosen = None
+            if profile:
+                chosen = next(iter(LimitProfile.objects.filter(name=profile).held()), None)
+                if chosen is None:
+                    raise CommandError(f"no limit profile named {profile!r}")
             agent, created = Agent.objects.get_or_create(
                 name=name,
                 defaults={"namespace": namespace or name, "default_profile": chosen,
