@@ -12,6 +12,7 @@ import json
 import os
 from urllib.parse import urlencode
 
+import requests
 import schemathesis
 
 TARGETS = json.loads(os.environ.get("LOOPWARDEN_CONFORMANCE_TARGETS", "{}"))
@@ -49,17 +50,51 @@ def filter_case(context, case):
 
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
-    """Keep every failure but one false alarm of `ensure_resource_availability`.
+    """Keep every failure but two kinds of false alarm, each told apart below."""
+    if type(failure).__name__ == "EnsureResourceAvailability":
+        return _task_missing(response)
+    if type(failure).__name__ == "UseAfterFree" and "/profiles/" in case.formatted_path:
+        return not _profile_name_taken_again(case, response)
+    return True
+
+
+def _task_missing(response) -> bool:
+    """Whether an `ensure_resource_availability` failure is real.
 
     The stateful phase creates a task, then calls e.g. `tasks/{id}/tool-calls` with a body
     naming a `model_call` it made up; the answer is 404 MODEL_CALL_NOT_FOUND, which the check
     reads as "the task just created is gone". The task is there: only a 404 that names the
     task itself (TASK_NOT_FOUND) says the created resource is missing.
     """
-    if type(failure).__name__ != "EnsureResourceAvailability":
-        return True
     try:
         code = json.loads(response.content)["error"]["code"]
     except (ValueError, KeyError, TypeError):
         return True
     return code == "TASK_NOT_FOUND"
+
+
+# Events whose reason is the name a profile has after them.
+PROFILE_NAMED = ("profile_created", "profile_changed")
+
+
+def _profile_name_taken_again(case, response) -> bool:
+    """Whether a profile took a deleted profile's name after the delete (`use_after_free`).
+
+    A profile's name is its address, and a freed name may be taken again: the stateful phase
+    deletes `profiles/A`, renames another profile to A (`PATCH profiles/B {"name": "A"}`), then
+    reads `profiles/A` and calls the 200 a use after free. The audit log tells the two apart:
+    newest first, a creation or change that left a profile named A, met before A's deletion,
+    means the name is in use again; A's deletion met first means the deleted profile answered.
+    """
+    name = case.path_parameters.get("name")
+    request = response.request
+    page = requests.get(
+        request.url.split("/profiles/")[0] + "/audit", params={"limit": 200}, timeout=30,
+        headers={"Authorization": request.headers["Authorization"]},
+    )  # fmt: skip
+    for event in page.json()["events"]:
+        if event["reason"] == name and event["kind"] == "profile_deleted":
+            return False
+        if event["reason"] == name and event["kind"] in PROFILE_NAMED:
+            return True
+    return False
