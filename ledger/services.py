@@ -22,6 +22,7 @@ from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import terms
 from agents.models import Agent, Event, Task, ToolCall
 from agents.taskrow import LockProbe, apply_state, lock_task, release_execution, to_state
+from agents.text import blank
 from ledger.models import Operation, Reconciliation
 from ledger.selectors import UNRESOLVED_STATES, is_unresolved, lease_over, waits_for_verdict
 
@@ -250,7 +251,7 @@ def operation_reconcile(
             code="BAD_VERDICT",
             fields={"verdict": "invalid"},
         )
-    if not (note or "").strip():
+    if blank(note):
         raise BadInput("A note is required.", code="NOTE_REQUIRED", fields={"note": "required"})
     now = timezone.now()
     with transaction.atomic():

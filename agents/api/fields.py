@@ -14,6 +14,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agents.text import NOT_SPACE
+
 INT_MAX = 2_147_483_647  # PositiveIntegerField, the column most counts end up in
 BIGINT_MAX = 9_223_372_036_854_775_807
 # The largest integer a JSON number keeps exactly in JavaScript (and in most JSON parsers):
@@ -23,10 +25,7 @@ JSON_INT_MAX = 2**53 - 1
 MONEY_PATTERN = r"^[0-9]{1,8}(\.[0-9]{1,6})?$"
 MONEY_WHOLE_MAX = 99_999_999
 _MONEY = re.compile(MONEY_PATTERN)
-# A required text must hold something besides white space. The class is spelled out because
-# `\S` differs between Python (which counts \x1c-\x1f and \x85 as space) and the ECMA regexes
-# of JSON Schema validators: this one pattern means the same to the server and to clients.
-NOT_SPACE = r"[^\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+# A required text must hold something besides white space (`agents.text`, the one rule).
 NOT_BLANK = RegexValidator(NOT_SPACE, "Must not be blank.")
 
 

@@ -18,6 +18,7 @@ from agents.guard import core, terms
 from agents.models import Agent, Event, Phase, Task
 from agents.services import hooks, stops
 from agents.taskrow import apply_state, lock_task, to_state
+from agents.text import blank
 from ledger.selectors import unresolved_operations
 
 
@@ -123,7 +124,7 @@ def task_resume(
     non-admin operator) may grant per resume, per budget, at most the task's original limit
     (`core.grant_bound`); above it: 403 GRANT_ABOVE_BOUND, nothing changed.
     """
-    if not (reason or "").strip():
+    if blank(reason):
         raise BadInput(
             "A reason is required to resume.", code="REASON_REQUIRED", fields={"reason": "required"}
         )
@@ -204,7 +205,7 @@ def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
 
     A paused agent's next gate or tool request stops its task with agent_paused.
     """
-    if not (reason or "").strip():
+    if blank(reason):
         raise BadInput(
             "A reason is required.", code="REASON_REQUIRED", fields={"reason": "required"}
         )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import LimitProfile, Task
+from agents.models import Agent, LimitProfile, Task
+from ledger.models import Operation
 
-from .helpers import new_task
+from .helpers import gate, new_task, report, send_notice, settle
 
 pytestmark = pytest.mark.django_db
 
@@ -98,3 +99,42 @@ def test_a_required_text_of_control_characters_is_not_blank(agent_api, tool):
     )
 
     assert response.status_code == 200, response.body
+
+
+# The same rule for the texts an operator or admin must give (a resume's reason, a pause's
+# reason, a reconcile's note): the schema accepts them, so the service must too. The services
+# judged blankness with Python's str.strip(), which counts \x85 and \x1c-\x1f as space, and
+# answered 400 REASON_REQUIRED / NOTE_REQUIRED to a body the schema allows (schemathesis, seed
+# 13, found it with a resume reason of "\x85").
+@pytest.mark.parametrize("reason", ["\x85", "\x1d"])
+def test_a_resume_reason_of_control_characters_is_not_blank(agent_api, operator_api, reason):
+    task = new_task(agent_api, limits={"max_model_calls": 1})
+    settle(agent_api, task["id"], gate(agent_api, task["id"])["model_call"])
+    assert gate(agent_api, task["id"])["decision"] == "STOP"
+
+    response = operator_api.post(f"tasks/{task['id']}/resume", {"reason": reason})
+
+    assert response.status_code == 200, response.body
+    assert response.body["state"] == "RUNNING"
+
+
+@pytest.mark.parametrize("reason", ["\x85", "\x1f"])
+def test_a_pause_reason_of_control_characters_is_not_blank(admin_api, agent, reason):
+    response = admin_api.post("agents/agent-a/pause", {"reason": reason})
+
+    assert response.status_code == 200, response.body
+    assert Agent.objects.get(name="agent-a").paused
+
+
+def test_a_reconcile_note_of_control_characters_is_not_blank(agent_api, operator_api):
+    task = new_task(agent_api)
+    asked = send_notice(agent_api, task["id"])
+    report(agent_api, task["id"], asked["tool_call"], "NO_RESULT", error="timeout")
+    (operation,) = operator_api.get("operations?state=UNKNOWN").body["operations"]
+
+    response = operator_api.post(
+        f"operations/{operation['id']}/reconcile", {"verdict": "COMMITTED", "note": "\x85"}
+    )
+
+    assert response.status_code == 200, response.body
+    assert Operation.objects.get(pk=operation["id"]).state == "COMMITTED"
