@@ -84,6 +84,11 @@ class ProfileQuerySet(models.QuerySet):
         table = connections[self.db].ops.quote_name(LimitProfile._meta.db_table)
         return list(self.raw(f"{sql} FOR KEY SHARE OF {table}", params))
 
+    def first_held(self) -> LimitProfile | None:
+        """The first of `held()`, or None."""
+        rows = self.held()
+        return rows[0] if rows else None
+
 
 class LimitProfile(models.Model):
     """A named set of limits (DESIGN.md section 5). Tasks copy them at creation."""

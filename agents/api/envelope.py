@@ -33,10 +33,10 @@ from rest_framework.fields import (
 )
 
 from agents.api.fields import NOT_BLANK, AnyJSON, JSONObject, StrictInt, StrictStr
+from agents.text import blank
 
 # NUL and lone surrogates: what DRF's CharField validators refuse (and storable's rule).
 _REFUSED_CHARACTERS = re.compile("[\x00\ud800-\udfff]")
-_NOT_SPACE = NOT_BLANK.regex
 
 # A field's check: the value sent, or `empty` when absent -> (take it, value to keep).
 # Raises _Refused for anything the serializer must judge itself.
@@ -185,7 +185,7 @@ def _text_check(field: StrictStr) -> Callable[[Any], Any]:
             return value  # DRF returns a blank text before running validators
         if longest is not None and len(value) > longest:
             raise _Refused
-        if blank_refused and _NOT_SPACE.search(value) is None:
+        if blank_refused and blank(value):
             raise _Refused
         if _REFUSED_CHARACTERS.search(value) is not None:
             raise _Refused

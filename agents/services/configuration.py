@@ -92,6 +92,14 @@ def _name_taken() -> Conflict:
     )
 
 
+def _locked_profile(name: str) -> LimitProfile:
+    """The profile called `name`, locked FOR UPDATE; 404 PROFILE_NOT_FOUND if there is none."""
+    try:
+        return LimitProfile.objects.select_for_update().get(name=name)
+    except LimitProfile.DoesNotExist:
+        raise NotFound("No such profile.", code="PROFILE_NOT_FOUND") from None
+
+
 def profile_save(*, user, values: dict[str, Any], name: str | None = None) -> LimitProfile:
     """Create a limit profile (`name` None) or change the one called `name`.
 
@@ -117,10 +125,7 @@ def profile_save(*, user, values: dict[str, Any], name: str | None = None) -> Li
                 detail={"profile": profile.name, "fields": _profile_values(profile)},
             )  # fmt: skip
             return profile
-        try:
-            profile = LimitProfile.objects.select_for_update().get(name=name)
-        except LimitProfile.DoesNotExist:
-            raise NotFound("No such profile.", code="PROFILE_NOT_FOUND") from None
+        profile = _locked_profile(name)
         before = _profile_values(profile)
         for field, value in clean.items():
             setattr(profile, field, value)
@@ -211,10 +216,7 @@ def profile_delete(*, user, name: str) -> None:
     """
     with transaction.atomic():
         list(Agent.objects.select_for_update().filter(default_profile__name=name).order_by("pk"))
-        try:
-            profile = LimitProfile.objects.select_for_update().get(name=name)
-        except LimitProfile.DoesNotExist:
-            raise NotFound("No such profile.", code="PROFILE_NOT_FOUND") from None
+        profile = _locked_profile(name)
         Event.objects.create(
             kind="profile_deleted", actor=actor_name(user), actor_user=user,
             reason=profile.name, detail={},

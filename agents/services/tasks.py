@@ -22,13 +22,9 @@ def default_profile(agent: Agent) -> LimitProfile | None:
     Held until the transaction ends (`LimitProfile.objects.held`), as is a granted one below:
     the task about to be created points at it, so a delete must not slip in between.
     """
-    profiles = LimitProfile.objects.all()
     if agent.default_profile_id:
-        profiles = profiles.filter(pk=agent.default_profile_id)
-    else:
-        profiles = profiles.filter(name=DEFAULT_PROFILE)
-    held = profiles.held()
-    return held[0] if held else None
+        return LimitProfile.objects.filter(pk=agent.default_profile_id).first_held()
+    return LimitProfile.objects.filter(name=DEFAULT_PROFILE).first_held()
 
 
 def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
@@ -41,7 +37,7 @@ def resolve_profile(agent: Agent, name: str | None) -> LimitProfile | None:
     default = default_profile(agent)
     if not name or (default is not None and name == default.name):
         return default
-    granted = next(iter(agent.allowed_profiles.filter(name=name).held()), None)
+    granted = agent.allowed_profiles.filter(name=name).first_held()
     if granted is None:
         raise Forbidden(
             f"This agent may not use the profile {name!r}; an admin may grant it.",

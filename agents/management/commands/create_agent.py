@@ -32,7 +32,7 @@ class Command(BaseCommand):
             Agent.objects.select_for_update().filter(name=name).first()
             chosen = None
             if profile:
-                chosen = next(iter(LimitProfile.objects.filter(name=profile).held()), None)
+                chosen = LimitProfile.objects.filter(name=profile).first_held()
                 if chosen is None:
                     raise CommandError(f"no limit profile named {profile!r}")
             agent, created = Agent.objects.get_or_create(
