@@ -26,15 +26,15 @@ that task, then locks the operation and checks it again.
 from __future__ import annotations
 
 import copy
+import marshal
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import connections
+from django.db import connections, models
 from django.db.models import F, Field, Q, Subquery
 from django.utils.functional import cached_property
 
@@ -331,27 +331,29 @@ def _lock_task_and(
 
 def _remember_locked(task: Task) -> None:
     """What the row held when locked, so saving it writes only the columns that changed."""
-    task._as_locked = {name: _copied(getattr(task, name)) for name in _SAVED_FIELDS}  # type: ignore[attr-defined]
+    values = vars(task)
+    task._as_locked = {  # type: ignore[attr-defined]
+        name: _copied(values[name]) if name in _JSON_FIELDS else values[name]
+        for name in _SAVED_FIELDS
+    }
 
 
 def _copied(value: Any) -> Any:
-    """A copy that a change made in place cannot reach: the row's values are JSON (dicts,
-    lists, scalars) or immutable (str, numbers, Decimal, datetime, UUID). Several times faster
-    than `copy.deepcopy`, which a decision paid on every column of the row."""
-    if type(value) is list:
-        return [_copied(item) for item in value]
-    if type(value) is dict:
-        return {key: _copied(item) for key, item in value.items()}
-    if type(value) in _IMMUTABLE:
-        return value
-    return copy.deepcopy(value)
-
-
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), Decimal, datetime, date, uuid.UUID})
+    """A JSON column's value copied so that a change made in place cannot reach the copy
+    (marshal's round trip, several times cheaper than copying it in Python, as a decision did
+    on every JSON column). The other columns hold immutable values (str, numbers, Decimal,
+    datetime, UUID) and are not copied."""
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except ValueError:  # not JSON's types (set by code, not read from the row)
+        return copy.deepcopy(value)
 
 
 _SAVED_FIELDS = tuple(
     f.attname for f in Task._meta.concrete_fields if not f.primary_key and f.name != "updated_at"
+)
+_JSON_FIELDS = frozenset(
+    f.attname for f in Task._meta.concrete_fields if isinstance(f, models.JSONField)
 )
 
 
@@ -362,11 +364,15 @@ def save_task(task: Task) -> None:
     if locked is None:
         task.save()
         return
-    changed = [name for name in _SAVED_FIELDS if getattr(task, name) != locked[name]]
+    values = vars(task)
+    changed = [name for name in _SAVED_FIELDS if values[name] != locked[name]]
     if changed:
         save_columns(task, [*changed, "updated_at"])
-        task._as_locked.update(  # type: ignore[attr-defined]
-            {name: _copied(getattr(task, name)) for name in changed}
+        locked.update(
+            {
+                name: _copied(values[name]) if name in _JSON_FIELDS else values[name]
+                for name in changed
+            }
         )
 
 
