@@ -13,6 +13,8 @@ from agents import metrics
 from agents.guard import terms
 
 log = logging.getLogger("loopwarden.decisions")
+# One encoder for every line: `json.dumps(..., default=str)` builds a new one per call.
+_encode = json.JSONEncoder(default=str).encode
 
 # Every decision line carries these keys (null when they do not apply), so the lines can be
 # loaded into a table without guessing at columns.
@@ -66,11 +68,10 @@ def decision_logged(
     if operation is not None:
         line.update(tool=operation.tool, fingerprint=operation.fingerprint or None,
                     operation_key=operation.operation_key)  # fmt: skip
-    log.info(json.dumps(line, default=str))
+    log.info(_encode(line))
     # A trigger: a rule that fired without stopping (a BLOCK), or any stop with a code
     # (goal_met has none: completing is not a trip).
     trigger = outcome.trigger or (outcome.reason if outcome.stopped_now else None)
     if trigger and terms.REASON_CODES.get(trigger):
-        log.info(json.dumps({**line, "event": "guard_trigger", "trigger_of": event,
-                             "reason": trigger, "code": terms.REASON_CODES.get(trigger)},
-                            default=str))  # fmt: skip
+        log.info(_encode({**line, "event": "guard_trigger", "trigger_of": event,
+                      "reason": trigger, "code": terms.REASON_CODES.get(trigger)}))  # fmt: skip

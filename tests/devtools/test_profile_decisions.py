@@ -3,10 +3,13 @@ request's steps as they happen, and it leaves the code as it found it (no timing
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from agents.api import views
 from agents.services import runner
@@ -16,6 +19,8 @@ from devtools.management.commands.profile_decisions import (
     step_targets,
     wrapped,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("label", "module", "attribute"), STEPS)
@@ -52,3 +57,30 @@ def test_a_run_counts_each_requests_steps(devtools, tmp_path):
     assert all(float(a) <= float(b) for a, b in zip(steps, server, strict=True))
     assert "the server's CPU per decision:" in text
     assert "16 decisions" in text  # 4 rounds of 4 requests, on the task opened while warming up
+
+
+def test_counting_instructions_needs_valgrind(devtools, tmp_path, monkeypatch):
+    from devtools.management.commands import profile_decisions
+
+    monkeypatch.setattr(profile_decisions.shutil, "which", lambda _name: None)
+    url = f"sqlite:///{tmp_path / 'profile.sqlite3'}"
+    with pytest.raises(CommandError, match="valgrind"):
+        call_command("profile_decisions", database_url=url, rounds=1, instructions=True)
+
+
+@pytest.mark.parametrize(("workload", "requests"), [("decisions", 8), ("floor", 8)])
+def test_the_counted_process_sends_one_workload(devtools, tmp_path, workload, requests):
+    """What `--instructions` runs under valgrind, run here without it: one workload after the
+    warm-up, and the count of its requests, which the per-request figure divides by."""
+    from devtools.management.commands.profile_decisions import Command
+
+    command = Command()
+    url = f"sqlite:///{tmp_path / 'profile.sqlite3'}"
+    env = command.child_env({"database_url": url})
+    done = subprocess.run(
+        [sys.executable, "manage.py", "profile_decisions", "--in-process", "--only", workload,
+         "--rounds", "2", "--database-url", url],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == f"requests: {requests}"

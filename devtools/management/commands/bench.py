@@ -44,6 +44,7 @@ import itertools
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import threading
@@ -278,7 +279,8 @@ class Command(BaseCommand):
             out(ratio_row("decisions / baseline", every, base, f"{rate / base_rate:>10.2f}"))
             ordered = sorted(ratios)
             out(f"  throughput ratio per slice: median {ordered[len(ordered) // 2]:.2f}, "
-                f"{ordered[0]:.2f}-{ordered[-1]:.2f} over {len(ordered)} slices")  # fmt: skip
+                f"{ordered[0]:.2f}-{ordered[-1]:.2f} over {len(ordered)} slices"
+                f"{slice_error(ratios)}")  # fmt: skip
         if decisions.spread:
             out("kept-alive connections per server worker (each agent's decisions, baseline and "
                 f"floor share one): {' '.join(map(str, decisions.spread))}")  # fmt: skip
@@ -447,6 +449,16 @@ def statements_cell(counted: list[float]) -> str:
 def ratio_row(label: str, top: list[float], bottom: list[float], rate: str = "") -> str:
     cells = "".join(f"{percentile(top, q) / percentile(bottom, q):>9.2f}" for q in (50, 95, 99))
     return f"{label:<30}{'':>10}{rate or '':>10}{cells}"
+
+
+def slice_error(ratios: list[float]) -> str:
+    """How far the phase's ratio may be from the machine's: the standard error of the slices'
+    mean ratio (their standard deviation over the square root of their count), when there are
+    slices enough to say."""
+    if len(ratios) < 3:
+        return ""
+    error = statistics.stdev(ratios) / math.sqrt(len(ratios))
+    return f"; their mean {statistics.fmean(ratios):.2f}, standard error {error:.2f}"
 
 
 def row(label: str, values: list[float], seconds: float | None = None) -> str:

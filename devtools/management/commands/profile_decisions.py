@@ -14,6 +14,13 @@ Waiting on the database is not CPU, but the CPU the driver spends sending, recei
 decoding is charged to the step that ran the statement. The figures are a measurement, not a
 test: compare the columns of one run, not runs on different days.
 
+`--instructions` counts instead of timing: it runs each workload alone under valgrind's
+cachegrind (`valgrind` must be installed), once for `--rounds` and once for three times as many,
+and prints the difference of the two counts per request (start-up and warm-up cancel out; the
+thin client's instructions are included, as they are in the process). A count moves by less
+than 0.5% between runs of the same code, so it shows a change that no timing on a busy machine
+can.
+
 It needs a database of its own, as the bench does (`--database-url`: created and migrated if
 missing; SQLite with sqlite:///path). It runs itself again in a child process with that
 database as its default.
@@ -24,12 +31,16 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -164,22 +175,37 @@ class Command(BaseCommand):
             default="postgres://postgres@127.0.0.1:5432/loopwarden_bench",
             help="a database of its own (created and migrated if missing), as for the bench",
         )
+        parser.add_argument("--instructions", action="store_true",
+                            help="count instructions per request under valgrind (cachegrind) "
+                            "instead of timing the steps")  # fmt: skip
         parser.add_argument("--in-process", action="store_true", help="(internal) the child")
+        parser.add_argument("--only", choices=WORKLOADS, help="(internal) one workload, unwrapped")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["rounds"] < 1:
             raise CommandError("--rounds must be at least 1")
-        if not opts["in_process"]:
-            self.run_child(opts)
+        if opts["in_process"] and opts["only"]:
+            self.stdout.write(f"requests: {self.only(opts['only'], opts['rounds'])}")
             return
-        self.profile(opts["rounds"])
+        if opts["in_process"]:
+            self.profile(opts["rounds"])
+            return
+        if opts["instructions"]:
+            self.count_instructions(opts)
+            return
+        self.run_child(opts)
 
-    def run_child(self, opts: dict[str, Any]) -> None:
+    def child_env(self, opts: dict[str, Any]) -> dict[str, str]:
+        """The child's environment, its database created and migrated if missing."""
         url = opts["database_url"]
         bench.check_database_url(url)
         bench.prepare_database(url)
-        env = {**os.environ, "DATABASE_URL": url, **bench.server_env(
+        return {**os.environ, "DATABASE_URL": url, **bench.server_env(
             os.environ.get("DB_CONN_MAX_AGE", "60"), os.environ.get("LOG_LEVEL", "INFO"))}
+
+    def run_child(self, opts: dict[str, Any]) -> None:
+        url = opts["database_url"]
+        env = self.child_env(opts)
         command = [sys.executable, "manage.py", "profile_decisions", "--in-process",
                    "--rounds", str(opts["rounds"]), "--database-url", url]  # fmt: skip
         # The decision log lines go to the child's standard error: to nowhere, as in the bench.
@@ -189,14 +215,58 @@ class Command(BaseCommand):
         if done.returncode != 0:
             raise CommandError(f"the profile's process failed (exit {done.returncode})")
 
+    def count_instructions(self, opts: dict[str, Any]) -> None:
+        valgrind = shutil.which("valgrind")
+        if valgrind is None:
+            raise CommandError("--instructions needs valgrind (e.g. apt-get install valgrind)")
+        env = self.child_env(opts)
+        rounds = opts["rounds"]
+        out = self.stdout.write
+        out(f"instructions per request, counted by valgrind (cachegrind), one process "
+            f"({opts['database_url'].split(':', 1)[0]}; Django's WSGI handler called by the thin "
+            f"client, whose instructions are included): {3 * rounds} rounds' count less "
+            f"{rounds} rounds', over the requests between them")  # fmt: skip
+        per_request = {}
+        for workload in WORKLOADS:
+            counts = [self.counted(valgrind, env, opts, workload, n) for n in (rounds, 3 * rounds)]
+            (small, few), (large, many) = counts
+            per_request[workload] = (large - small) / (many - few)
+            out(f"  {workload:<10} {per_request[workload] / 1e6:>8.3f} million "
+                f"({many - few} requests)")  # fmt: skip
+        base = per_request["baseline"]
+        out(f"a decision: {per_request['decisions'] / base:.2f}x the baseline's instructions, "
+            f"{per_request['decisions'] / per_request['floor']:.2f}x the floor's")  # fmt: skip
+
+    def counted(
+        self, valgrind: str, env: dict[str, str], opts: dict[str, Any], workload: str, rounds: int
+    ) -> tuple[int, int]:
+        """Instructions the child ran for `rounds` of `workload`, and its requests."""
+        with tempfile.TemporaryDirectory() as folder:
+            log = Path(folder) / "valgrind.log"
+            command = [valgrind, "--tool=cachegrind", "--cache-sim=no",
+                       "--cachegrind-out-file=/dev/null", f"--log-file={log}", sys.executable,
+                       "manage.py", "profile_decisions", "--in-process", "--only", workload,
+                       "--rounds", str(rounds), "--database-url", opts["database_url"]]  # fmt: skip
+            done = subprocess.run(command, cwd=bench.ROOT, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+            found = re.search(r"I\s+refs:\s+([\d,]+)", log.read_text() if log.exists() else "")
+        requests = re.search(r"^requests: (\d+)$", done.stdout, re.MULTILINE)
+        if done.returncode != 0 or found is None or requests is None:
+            raise CommandError(f"{workload}: the counted process failed (exit {done.returncode})")
+        return int(found.group(1).replace(",", "")), int(requests.group(1))
+
+    def only(self, workload: str, rounds: int) -> int:
+        """The child of `--instructions`: warm up, then `rounds` of one workload, unwrapped; the
+        requests it sent."""
+        from django.core.wsgi import get_wsgi_application
+
+        with opened(get_wsgi_application()) as (client, agent, floor_task):
+            return send(client, agent, floor_task, workload, rounds)
+
     def profile(self, rounds: int) -> None:
         from django.core.wsgi import get_wsgi_application
         from django.db import connection
 
-        bench.use_database(os.environ["DATABASE_URL"])
-        (token,) = bench.prepare_agents(1)
-        if connection.vendor == "postgresql":
-            bench.analyze()
         server = [0.0]
         application = get_wsgi_application()
 
@@ -207,31 +277,17 @@ class Command(BaseCommand):
             finally:
                 server[0] += time.process_time() - started
 
-        api = "http://127.0.0.1/api/v1/"
         ledger = Ledger()
-        client = Client(api, token, timeout=60, transport=httpx.WSGITransport(app=app))
-        agent = bench.BenchAgent(client)
-        floor_task = str(client.create_task("profile: the floor")["id"])
         counts: dict[str, int] = {}
         spent: dict[str, tuple[float, float]] = {}
-        with override_settings(ALLOWED_HOSTS=["127.0.0.1"]), wrapped(ledger):
-            run_rounds(agent, 20)  # warm: statements prepared, caches filled
-            repeat(client, "baseline", floor_task, 20)
-            repeat(client, "floor", floor_task, 20)
+        with opened(app) as (client, agent, floor_task), wrapped(ledger):
             for workload in WORKLOADS:
                 ledger.workload = workload
                 server[0] = 0.0
                 started = time.process_time()
-                if workload == "decisions":
-                    counts[workload] = run_rounds(agent, rounds)
-                else:
-                    counts[workload] = repeat(client, workload, floor_task, 4 * rounds)
+                counts[workload] = send(client, agent, floor_task, workload, rounds)
                 spent[workload] = (server[0], time.process_time() - started)
                 ledger.workload = ""
-        client.stop(floor_task, reason="profile over")
-        if agent.task is not None:
-            client.stop(agent.task, reason="profile over")
-        client.close()
         self.report(ledger, counts, spent, connection.vendor)
 
     def report(
@@ -277,6 +333,41 @@ class Command(BaseCommand):
         server = [spent[w][0] * 1000 / counts[w] for w in WORKLOADS]
         out(f"the server's CPU per decision: {server[0] / server[1]:.2f}x the baseline's, "
             f"{server[0] / server[2]:.2f}x the floor's")
+
+
+@contextmanager
+def opened(app: Callable[..., Any]) -> Iterator[tuple[Client, bench.BenchAgent, str]]:
+    """The bench's agent on `app` (a WSGI application) through the thin client, with a task for
+    the floor, warmed up (statements prepared, caches filled); its tasks stopped after."""
+    from django.db import connection
+
+    bench.use_database(os.environ["DATABASE_URL"])
+    (token,) = bench.prepare_agents(1)
+    if connection.vendor == "postgresql":
+        bench.analyze()
+    api = "http://127.0.0.1/api/v1/"
+    client = Client(api, token, timeout=60, transport=httpx.WSGITransport(app=app))
+    agent = bench.BenchAgent(client)
+    with override_settings(ALLOWED_HOSTS=["127.0.0.1"]):
+        floor_task = str(client.create_task("profile: the floor")["id"])
+        run_rounds(agent, 20)
+        repeat(client, "baseline", floor_task, 20)
+        repeat(client, "floor", floor_task, 20)
+        yield client, agent, floor_task
+        client.stop(floor_task, reason="profile over")
+        if agent.task is not None:
+            client.stop(agent.task, reason="profile over")
+    client.close()
+
+
+def send(
+    client: Client, agent: bench.BenchAgent, floor_task: str, workload: str, rounds: int
+) -> int:
+    """`rounds` of the bench's agent (decisions), or four times as many baseline or floor
+    requests; the requests sent."""
+    if workload == "decisions":
+        return run_rounds(agent, rounds)
+    return repeat(client, workload, floor_task, 4 * rounds)
 
 
 def run_rounds(agent: bench.BenchAgent, rounds: int) -> int:
