@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import marshal
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -331,11 +331,12 @@ def _lock_task_and(
 
 def _remember_locked(task: Task) -> None:
     """What the row held when locked, so saving it writes only the columns that changed."""
-    values = vars(task)
-    task._as_locked = {  # type: ignore[attr-defined]
-        name: _copied(values[name]) if name in _JSON_FIELDS else values[name]
-        for name in _SAVED_FIELDS
-    }
+    task._as_locked = _snapshot(vars(task), _SAVED_FIELDS)  # type: ignore[attr-defined]
+
+
+def _snapshot(values: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The row's `values` of the columns `names`, JSON ones copied (`_copied`)."""
+    return {name: _copied(values[name]) if name in _JSON_FIELDS else values[name] for name in names}
 
 
 def _copied(value: Any) -> Any:
@@ -368,12 +369,7 @@ def save_task(task: Task) -> None:
     changed = [name for name in _SAVED_FIELDS if values[name] != locked[name]]
     if changed:
         save_columns(task, [*changed, "updated_at"])
-        locked.update(
-            {
-                name: _copied(values[name]) if name in _JSON_FIELDS else values[name]
-                for name in changed
-            }
-        )
+        locked.update(_snapshot(values, changed))
 
 
 def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> terms.TaskState:

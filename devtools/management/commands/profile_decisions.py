@@ -350,7 +350,7 @@ def opened(app: Callable[..., Any]) -> Iterator[tuple[Client, bench.BenchAgent, 
     agent = bench.BenchAgent(client)
     with override_settings(ALLOWED_HOSTS=["127.0.0.1"]):
         floor_task = str(client.create_task("profile: the floor")["id"])
-        run_rounds(agent, 20)
+        run_rounds(agent, 20)  # warm: statements prepared, caches filled
         repeat(client, "baseline", floor_task, 20)
         repeat(client, "floor", floor_task, 20)
         yield client, agent, floor_task
