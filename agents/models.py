@@ -272,7 +272,9 @@ class Task(ReadOften):
     """One user goal: state, limits, usage counters, verified revision and detection window."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="tasks")
+    # No index of its own: `task_trigger` (agent, trigger_key, created_at) serves every lookup
+    # by agent, and each index is one more entry written on every decision (migration 0012).
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="tasks", db_index=False)
     profile = models.ForeignKey(
         LimitProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
     )
