@@ -84,3 +84,30 @@ def test_the_counted_process_sends_one_workload(devtools, tmp_path, workload, re
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == f"requests: {requests}"
+
+
+def test_on_postgresql_it_prints_the_databases_side(devtools, on_postgres):
+    """The backend's CPU, the WAL and the statements' time per request, per workload: read,
+    not asserted as timings; a decision writes several rows where the baseline updates one, so
+    it writes more WAL records per request."""
+    from django.db import connection
+
+    settings = connection.settings_dict
+    url = (f"postgres://{settings['USER']}@{settings['HOST'] or '127.0.0.1'}:"
+           f"{settings['PORT'] or 5432}/lw_profile_decisions_test")  # fmt: skip
+    out = StringIO()
+    # Enough requests for each workload to span several of /proc's clock ticks (10 ms).
+    call_command("profile_decisions", database_url=url, rounds=25, stdout=out)
+    text = out.getvalue()
+    assert "PostgreSQL's side, per request" in text
+    rows = {line[:38].strip(): line[38:].split() for line in text.splitlines()}
+    cpu_ms = rows["backend CPU, ms"]
+    assert len(cpu_ms) == 3 and all(float(ms) > 0 for ms in cpu_ms)  # the server is local here
+    records = [float(n) for n in rows["WAL records"]]
+    assert records[0] > records[1] > 0
+    assert all(float(n) > 0 for n in rows["WAL bytes"])
+    executed = rows["statements' execution, ms"]
+    loaded = executed != ["-", "-", "-"]
+    assert loaded or "pg_stat_statements is not loaded" in text
+    if loaded:
+        assert all(float(ms) > 0 for ms in executed)

@@ -21,6 +21,12 @@ thin client's instructions are included, as they are in the process). A count mo
 than 0.5% between runs of the same code, so it shows a change that no timing on a busy machine
 can.
 
+On PostgreSQL it also prints the database's side of each workload, per request: the CPU of
+the PostgreSQL backend serving the process (read from /proc, when the server runs on this
+machine), the write-ahead log written (`pg_stat_wal`: the whole server's, so run it on a quiet
+one) and, where `pg_stat_statements` is loaded (`shared_preload_libraries`), the time spent
+executing statements (the extension is created in the profile's database if missing).
+
 It needs a database of its own, as the bench does (`--database-url`: created and migrated if
 missing; SQLite with sqlite:///path). It runs itself again in a child process with that
 database as its default.
@@ -40,6 +46,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +55,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test.utils import override_settings
 from loopwarden_client import Client
 
+from devtools import cpu
 from devtools.management.commands import bench
 
 # (label, module, attribute): the steps of the road, outermost first. A step's figure is the
@@ -280,15 +288,22 @@ class Command(BaseCommand):
         ledger = Ledger()
         counts: dict[str, int] = {}
         spent: dict[str, tuple[float, float]] = {}
+        database: dict[str, DatabaseSide] = {}
         with opened(app) as (client, agent, floor_task), wrapped(ledger):
+            watched = database_watch(connection)
             for workload in WORKLOADS:
+                before = watched() if watched else None
                 ledger.workload = workload
                 server[0] = 0.0
                 started = time.process_time()
                 counts[workload] = send(client, agent, floor_task, workload, rounds)
                 spent[workload] = (server[0], time.process_time() - started)
                 ledger.workload = ""
+                if watched and before is not None:
+                    database[workload] = watched() - before
         self.report(ledger, counts, spent, connection.vendor)
+        if database:
+            self.report_database(database, counts)
 
     def report(
         self,
@@ -333,6 +348,130 @@ class Command(BaseCommand):
         server = [spent[w][0] * 1000 / counts[w] for w in WORKLOADS]
         out(f"the server's CPU per decision: {server[0] / server[1]:.2f}x the baseline's, "
             f"{server[0] / server[2]:.2f}x the floor's")
+
+
+    def report_database(self, database: dict[str, DatabaseSide], counts: dict[str, int]) -> None:
+        out = self.stdout.write
+        first = database[WORKLOADS[0]]
+        out("")
+        out("PostgreSQL's side, per request: the CPU of the backend serving this process "
+            "(/proc), the write-ahead log written (pg_stat_wal, the whole server's) and the "
+            "statements' execution time (pg_stat_statements)")  # fmt: skip
+        head = f"{'':<38}" + "".join(f"{w:>16}" for w in WORKLOADS)
+        out(head)
+        out("-" * len(head))
+        rows: list[tuple[str, str, Callable[[DatabaseSide], float | None]]] = [
+            ("backend CPU, ms", "{:.3f}", lambda d: _ms(d.backend_cpu)),
+            ("WAL records", "{:.1f}", lambda d: d.wal_records),
+            ("WAL full-page images", "{:.2f}", lambda d: d.wal_fpi),
+            ("WAL bytes", "{:.0f}", lambda d: d.wal_bytes),
+            ("statements' execution, ms", "{:.3f}", lambda d: d.executed_ms),
+        ]
+        for label, form, value in rows:
+            cells = []
+            for workload in WORKLOADS:
+                got = value(database[workload])
+                shown = "-" if got is None else form.format(got / counts[workload])
+                cells.append(f"{shown:>16}")
+            out(f"{label:<38}" + "".join(cells))
+        if first.backend_cpu is None:
+            out("  backend CPU: the PostgreSQL server is not on this machine (no /proc entry)")
+        if first.executed_ms is None:
+            out("  statements' execution: pg_stat_statements is not loaded on this server "
+                "(shared_preload_libraries)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DatabaseSide:
+    """PostgreSQL's counters as one snapshot, or the difference of two (`-`): the backend's CPU
+    seconds, the WAL written, the statements' execution time (ms). None: not available."""
+
+    backend_cpu: float | None
+    wal_records: float
+    wal_fpi: float
+    wal_bytes: float
+    executed_ms: float | None
+
+    def __sub__(self, other: DatabaseSide) -> DatabaseSide:
+        def less(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else a - b
+
+        return DatabaseSide(
+            less(self.backend_cpu, other.backend_cpu),
+            self.wal_records - other.wal_records,
+            self.wal_fpi - other.wal_fpi,
+            self.wal_bytes - other.wal_bytes,
+            less(self.executed_ms, other.executed_ms),
+        )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
+def database_watch(connection: Any) -> Callable[[], DatabaseSide] | None:
+    """A function taking `DatabaseSide` snapshots of `connection`'s PostgreSQL server (None on
+    another database). The backend is the one serving `connection` now; the profile runs its
+    requests on that one connection."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    statements = _statements_readable(connection)
+    flushes = _flush_forced(connection)
+
+    def snapshot() -> DatabaseSide:
+        if flushes:
+            # A backend hands its counters to the shared statistics when it goes idle, at most
+            # once a second unless forced: forced here, so the statement after this one reads
+            # the WAL of every request sent so far (they all ran on this backend).
+            _flush_forced(connection)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal")
+            records, fpi, size = cursor.fetchone()
+            executed = None
+            if statements:
+                cursor.execute(
+                    "SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements WHERE dbid "
+                    "= (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                    "AND query NOT LIKE '%pg_stat%'"
+                )
+                (executed,) = cursor.fetchone()
+        times = cpu.process_times(pid)
+        return DatabaseSide(
+            None if times is None else times.own, float(records), float(fpi), float(size),
+            None if executed is None else float(executed),
+        )  # fmt: skip
+
+    return snapshot
+
+
+def _flush_forced(connection: Any) -> bool:
+    """Ask the backend to flush its statistics when it next goes idle (PostgreSQL 15 and
+    later); False where the server has no such function."""
+    from django.db import DatabaseError
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+    except DatabaseError:
+        return False
+    return True
+
+
+def _statements_readable(connection: Any) -> bool:
+    """Whether pg_stat_statements can be read here: loaded by the server, and the extension
+    created in this database (created now if missing)."""
+    from django.db import DatabaseError
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            cursor.execute("SELECT count(*) FROM pg_stat_statements")
+    except DatabaseError:
+        return False
+    return True
 
 
 @contextmanager
