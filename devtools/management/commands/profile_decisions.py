@@ -349,7 +349,6 @@ class Command(BaseCommand):
         out(f"the server's CPU per decision: {server[0] / server[1]:.2f}x the baseline's, "
             f"{server[0] / server[2]:.2f}x the floor's")
 
-
     def report_database(self, database: dict[str, DatabaseSide], counts: dict[str, int]) -> None:
         out = self.stdout.write
         first = database[WORKLOADS[0]]
