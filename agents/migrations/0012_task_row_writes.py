@@ -24,8 +24,9 @@ from django.db import migrations, models
 
 TASK_AGENT_INDEX = "agents_task_agent_id_0e7f8ede"
 
-# The compressed columns: (table, column), each a JSON or text column of a row a decision
-# writes. Looked up in the migration's model state, so it stays right for the state it runs in.
+# The compressed columns: model name -> its field names, each a JSON or text column of a row a
+# decision writes. Looked up in the migration's model state, so it stays right for the state it
+# runs in.
 COMPRESSED = {
     "task": ("goal", "reflection", "limits", "initial_limits", "window", "blocked", "pending",
              "signatures", "plans", "milestones", "report"),

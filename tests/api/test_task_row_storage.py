@@ -21,6 +21,13 @@ on_postgresql = pytest.mark.skipif(
 )
 
 
+@pytest.fixture
+def lz4():
+    """This PostgreSQL server can compress with lz4 (the migration's own check)."""
+    if not storage.lz4_available(connection):
+        pytest.skip("this PostgreSQL server was built without lz4")
+
+
 def _indexes(table: str) -> dict[str, list[str]]:
     with connection.cursor() as cursor:
         found = connection.introspection.get_constraints(cursor, table)
@@ -35,9 +42,7 @@ def test_the_task_row_has_no_index_of_its_own_on_its_agent():
 
 
 @on_postgresql
-def test_a_decisions_large_columns_are_compressed_with_lz4():
-    if not storage.lz4_available(connection):
-        pytest.skip("this PostgreSQL server was built without lz4")
+def test_a_decisions_large_columns_are_compressed_with_lz4(lz4):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.relname, a.attname, a.attcompression FROM pg_attribute a "
@@ -55,9 +60,7 @@ def test_a_decisions_large_columns_are_compressed_with_lz4():
 
 
 @on_postgresql
-def test_a_large_window_is_stored_compressed_with_lz4_and_read_back_as_written(make_task):
-    if not storage.lz4_available(connection):
-        pytest.skip("this PostgreSQL server was built without lz4")
+def test_a_large_window_is_stored_compressed_with_lz4_and_read_back_as_written(lz4, make_task):
     task = make_task()
     window = [
         {"fp": f"{i:064x}", "tool": "search", "args": '{"query": "invoices of march"}',

@@ -449,25 +449,28 @@ def database_watch(connection: Any) -> Callable[[], DatabaseSide] | None:
 def _flush_forced(connection: Any) -> bool:
     """Ask the backend to flush its statistics when it next goes idle (PostgreSQL 15 and
     later); False where the server has no such function."""
-    from django.db import DatabaseError
-
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_force_next_flush()")
-    except DatabaseError:
-        return False
-    return True
+    return _ran(connection, "SELECT pg_stat_force_next_flush()")
 
 
 def _statements_readable(connection: Any) -> bool:
     """Whether pg_stat_statements can be read here: loaded by the server, and the extension
     created in this database (created now if missing)."""
+    return _ran(
+        connection,
+        "CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+        "SELECT count(*) FROM pg_stat_statements",
+    )
+
+
+def _ran(connection: Any, *statements: str) -> bool:
+    """Whether `statements` ran without a database error (autocommit: a failed one changes
+    nothing)."""
     from django.db import DatabaseError
 
     try:
         with connection.cursor() as cursor:
-            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            cursor.execute("SELECT count(*) FROM pg_stat_statements")
+            for sql in statements:
+                cursor.execute(sql)
     except DatabaseError:
         return False
     return True
