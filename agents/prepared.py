@@ -334,12 +334,15 @@ def insert_row(obj: Model, using: str = "default") -> None:
     model = type(obj)
     meta = model._meta
     auto = meta.auto_field
+    # What the INSERT reads back: not a generated column (the database computes it on every
+    # write; an instance that reads it loads it, as a deferred field).
+    returning = [f for f in meta.db_returning_fields if not f.generated]
     # The key comes from the database (an auto field not set yet), or was set before the INSERT
-    # and the database fills in nothing else.
+    # and the database fills in nothing else that is read back.
     keyed = (
         getattr(obj, auto.attname) is None
         if auto is not None
-        else obj.pk is not None and not meta.db_returning_fields
+        else obj.pk is not None and not returning
     )
     if (
         meta.parents
@@ -373,7 +376,6 @@ def insert_row(obj: Model, using: str = "default") -> None:
     if any(hasattr(v, "as_sql") for v in params):
         obj.save(using=using)
         return
-    returning = meta.db_returning_fields
     cache = _per_connection(_INSERTS, using, connection)
     compiled = cache.get(model)
     if compiled is None:

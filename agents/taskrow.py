@@ -351,7 +351,9 @@ def _copied(value: Any) -> Any:
 
 
 _SAVED_FIELDS = tuple(
-    f.attname for f in Task._meta.concrete_fields if not f.primary_key and f.name != "updated_at"
+    f.attname
+    for f in Task._meta.concrete_fields
+    if not f.primary_key and not f.generated and f.name != "updated_at"
 )
 _JSON_FIELDS = frozenset(
     f.attname for f in Task._meta.concrete_fields if isinstance(f, models.JSONField)

@@ -66,7 +66,11 @@ def spend_today() -> tuple[Decimal, Decimal]:
 
 
 def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = False) -> QuerySet:
-    query = Task.objects.select_related("agent").order_by("-updated_at", "-created_at")
+    # Newest activity first: the minute is indexed, `updated_at` orders within it (the same
+    # order as `updated_at` alone; see agents.models.Task.active_minute).
+    query = Task.objects.select_related("agent").order_by(
+        "-active_minute", "-updated_at", "-created_at"
+    )
     if state:
         query = query.filter(state=state)
     if agent:

@@ -26,8 +26,8 @@ RUNNING = 3
 
 def add_finished_tasks(like: Task, count: int) -> None:
     """`count` COMPLETED copies of `like`, in one statement."""
-    columns = [f.column for f in Task._meta.concrete_fields if f.column not in ("id", "state",
-                                                                               "reason")]
+    columns = [f.column for f in Task._meta.concrete_fields
+               if not f.generated and f.column not in ("id", "state", "reason")]  # fmt: skip
     listed = ", ".join(connection.ops.quote_name(c) for c in columns)
     with connection.cursor() as cursor:
         cursor.execute(
