@@ -16,9 +16,9 @@ profile, trigger) besides the row.
    in place of `updated_at`. It changes at most once per minute of a task's activity; the
    console orders by it, then by `updated_at`: the same order as before, with an index.
 
-Measured with `manage.py profile_decisions` (PostgreSQL, 300 rounds) on a database changed by
-hand the same way: 10.1 WAL records per decision instead of 16.1. SQLite has no HOT and no
-fillfactor; it gets the column and the index.
+Measured with `manage.py profile_decisions` (PostgreSQL, 300 rounds, two runs each): 10.1 WAL
+records (1,688-1,699 bytes) per decision instead of 16.1 (2,301-2,311), 99% of the task
+updates HOT. SQLite has no HOT and no fillfactor; it gets the column and the index.
 """
 
 import agents.models
