@@ -27,16 +27,15 @@ from django.db import migrations, models
 TASK_FILLFACTOR = 70
 
 
-def _set_fillfactor(apps, schema_editor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        table = schema_editor.quote_name(apps.get_model("agents", "task")._meta.db_table)
-        schema_editor.execute(f"ALTER TABLE {table} SET (fillfactor = {TASK_FILLFACTOR})")
+def _task_table(clause: str):
+    """A migration step that alters the task table with `clause`, on PostgreSQL only."""
 
+    def run(apps, schema_editor) -> None:
+        if schema_editor.connection.vendor == "postgresql":
+            table = schema_editor.quote_name(apps.get_model("agents", "task")._meta.db_table)
+            schema_editor.execute(f"ALTER TABLE {table} {clause}")
 
-def _reset_fillfactor(apps, schema_editor) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        table = schema_editor.quote_name(apps.get_model("agents", "task")._meta.db_table)
-        schema_editor.execute(f"ALTER TABLE {table} RESET (fillfactor)")
+    return run
 
 
 class Migration(migrations.Migration):
@@ -47,7 +46,9 @@ class Migration(migrations.Migration):
     operations = [
         # First: adding the stored column rewrites the table, which then packs it to the new
         # fillfactor.
-        migrations.RunPython(_set_fillfactor, _reset_fillfactor),
+        migrations.RunPython(
+            _task_table(f"SET (fillfactor = {TASK_FILLFACTOR})"), _task_table("RESET (fillfactor)")
+        ),
         migrations.AddField(
             model_name="task",
             name="active_minute",
