@@ -420,6 +420,11 @@ class Phase(models.Model):
         ]
 
 
+# A model call holding a reservation that nothing has settled: allowed, its usage not reported,
+# not charged by the reservation sweep (what the sweep looks for, and its index's condition).
+UNSETTLED = Q(decision=terms.ALLOW, settled_at=None, expired=False)
+
+
 class ModelCall(ReadOften):
     """One request to the model-call gate, and its usage report once settled."""
 
@@ -449,7 +454,11 @@ class ModelCall(ReadOften):
     class Meta:
         ordering = ["task", "seq"]
         indexes = [
-            models.Index(fields=["decision", "settled_at", "created_at"], name="mc_unsettled")
+            # The reservation sweep's rows only (`selectors.unsettled_reservations`): an ALLOW
+            # whose usage was never reported and that the sweep has not charged. A settled call
+            # leaves it, so it holds the few calls in flight, not every call ever made, and a
+            # usage report writes no entry in it (it wrote one in the index on every call).
+            models.Index(fields=["created_at"], name="mc_unsettled", condition=UNSETTLED)
         ]
         constraints = [models.UniqueConstraint(fields=["task", "seq"], name="model_call_seq")]
 
@@ -480,12 +489,15 @@ class ToolCall(ReadOften):
     args_text = models.TextField(blank=True)
     decision = models.CharField(max_length=8, choices=DECISION_CHOICES)
     reason = models.CharField(max_length=32, blank=True)
+    # Indexed only where set (`tool_call_operation`): a read, most of the requests, has no
+    # operation and writes no entry.
     operation = models.ForeignKey(
         "ledger.Operation",
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="tool_calls",
+        db_index=False,
     )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     result_kind = models.CharField(max_length=32, blank=True)
@@ -511,6 +523,13 @@ class ToolCall(ReadOften):
 
     class Meta:
         ordering = ["task", "seq"]
+        indexes = [
+            models.Index(
+                fields=["operation"],
+                name="tool_call_operation",
+                condition=Q(operation__isnull=False),
+            )
+        ]
         constraints = [models.UniqueConstraint(fields=["task", "seq"], name="tool_call_seq")]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -13,10 +14,30 @@ from django.utils import timezone
 
 from agents import loop_eval
 from agents.guard import core
-from agents.models import Agent, AgentDay, Event, ModelCall, Task, ToolCall, ToolPolicy
+from agents.models import (
+    UNSETTLED,
+    Agent,
+    AgentDay,
+    Event,
+    ModelCall,
+    Task,
+    ToolCall,
+    ToolPolicy,
+)
 from agents.redaction import DEFAULT, RedactionPolicy
 from agents.taskrow import to_state
 from ledger.models import Operation
+
+
+def unsettled_reservations(cutoff: datetime, batch: int) -> list[tuple[int, uuid.UUID]]:
+    """(id, task id) of up to `batch` model calls whose reservation nothing settled (`UNSETTLED`)
+    made before `cutoff`, oldest first: the reservation sweep's candidates, read through the
+    partial index that holds exactly those calls (`mc_unsettled`)."""
+    return list(
+        ModelCall.objects.filter(UNSETTLED, created_at__lt=cutoff)
+        .order_by("created_at")
+        .values_list("pk", "task_id")[:batch]
+    )
 
 
 class Redactor:

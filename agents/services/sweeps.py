@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents import selectors
 from agents.errors import NotFound
 from agents.guard import core, terms
 from agents.models import Event, ModelCall, Task
@@ -142,14 +143,7 @@ def sweep_reservations(
     timeout = timeout_seconds or settings.RESERVATION_TIMEOUT_SECONDS
     cutoff = now - timedelta(seconds=timeout)
     result = SweepResult()
-    candidates = list(
-        ModelCall.objects.filter(
-            decision=terms.ALLOW, settled_at=None, expired=False, created_at__lt=cutoff
-        )
-        .order_by("created_at")
-        .values_list("pk", "task_id")[:batch]
-    )
-    for call_id, task_id in candidates:
+    for call_id, task_id in selectors.unsettled_reservations(cutoff, batch):
         with transaction.atomic():
             task = _lock_or_none(task_id)
             if task is None:

@@ -1,0 +1,121 @@
+"""The call tables' indexes hold only the rows they are read for (migration 0014): the
+reservation sweep's index only model calls in flight, the operation index only tool calls that
+have an operation. A usage report and a read's tool request write no entry in them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from agents import selectors
+from agents.guard import terms
+from agents.models import UNSETTLED, ModelCall, ToolCall
+from agents.services import runner
+
+pytestmark = pytest.mark.django_db
+
+
+def _index(model, name):
+    (index,) = [i for i in model._meta.indexes if i.name == name]
+    return index
+
+
+def test_the_sweeps_index_is_on_the_calls_it_looks_for():
+    index = _index(ModelCall, "mc_unsettled")
+    assert index.fields == ["created_at"]
+    assert index.condition == UNSETTLED
+
+
+def test_a_tool_calls_operation_is_indexed_only_where_it_has_one():
+    assert ToolCall._meta.get_field("operation").db_index is False
+    index = _index(ToolCall, "tool_call_operation")
+    assert index.fields == ["operation"]
+    assert index.condition.children == [("operation__isnull", False)]
+
+
+def _gate_and_settle(task, agent, n: int, settle: int) -> list[ModelCall]:
+    calls = []
+    for k in range(n):
+        _t, call, outcome = runner.model_call_gate(task_id=task.pk, agent=agent, model="m")
+        assert outcome.decision == terms.ALLOW
+        if k < settle:
+            runner.model_call_usage(task_id=task.pk, agent=agent, model_call_id=call.pk,
+                                    prompt_tokens=10, completion_tokens=5)  # fmt: skip
+        calls.append(call)
+    return calls
+
+
+def test_the_sweeps_candidates_are_the_unsettled_calls_oldest_first(agent_row, make_task):
+    task = make_task()
+    calls = _gate_and_settle(task, agent_row, 4, settle=1)
+    later = timezone.now() + timedelta(seconds=1)
+    found = selectors.unsettled_reservations(later, 10)
+    assert found == [(c.pk, task.pk) for c in calls[1:]]
+    assert selectors.unsettled_reservations(later, 2) == found[:2]
+    assert selectors.unsettled_reservations(calls[0].created_at, 10) == []
+
+
+def _entries(index: str) -> int:
+    """Entries in a small btree index (root page only), dead or alive: what was written."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+        cursor.execute("SELECT pg_relation_size(%s)", [index])
+        if cursor.fetchone()[0] <= 8192:  # the meta page alone: nothing was ever inserted
+            return 0
+        cursor.execute("SELECT live_items + dead_items, type FROM bt_page_stats(%s, 1)", [index])
+        items, kind = cursor.fetchone()
+    assert kind == "l", "a one-page index (its root is a leaf)"
+    return items
+
+
+@pytest.mark.postgres
+def test_a_usage_report_writes_no_entry_in_the_sweeps_index(on_postgres, agent_row, make_task):
+    """Six gates write six entries; the four usage reports that settle their calls write none
+    (the index on every call had a new entry for each: the report's update is not HOT)."""
+    task = make_task()
+    before = _entries("mc_unsettled")
+    _gate_and_settle(task, agent_row, 6, settle=4)
+    assert _entries("mc_unsettled") - before == 6
+
+
+@pytest.mark.postgres
+def test_a_reads_tool_request_writes_no_entry_in_the_operation_index(
+    on_postgres, agent_row, make_task, start_write
+):
+    task = make_task()
+    before = _entries("tool_call_operation")
+    for page in range(5):
+        _t, call, outcome = runner.tool_call_request(
+            task_id=task.pk, agent=agent_row, tool="search", args={"page": page},
+            effect=terms.READ,
+        )  # fmt: skip
+        assert outcome.decision == terms.EXECUTE
+    assert _entries("tool_call_operation") == before
+    operation = start_write(task, key="invoice-7")
+    assert _entries("tool_call_operation") == before + 1
+    # An operation's tool calls are still found through it (as its foreign key's ON DELETE
+    # looks them up).
+    sql, params = ToolCall.objects.filter(operation=operation).query.sql_with_params()
+    assert "tool_call_operation" in _plan(sql, params)
+
+
+def _plan(sql: str, params) -> str:
+    with connection.cursor() as cursor:
+        # The tables are small: the planner is told to avoid a full scan, to show what it does
+        # on tables of many calls.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.postgres
+def test_the_sweep_reads_its_candidates_through_its_index(on_postgres, agent_row, make_task):
+    _gate_and_settle(make_task(), agent_row, 3, settle=1)
+    with CaptureQueriesContext(connection) as ran:
+        assert len(selectors.unsettled_reservations(timezone.now(), 100)) == 2
+    (query,) = ran.captured_queries
+    assert "mc_unsettled" in _plan(query["sql"], None)
