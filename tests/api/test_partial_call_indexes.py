@@ -59,27 +59,47 @@ def test_the_sweeps_candidates_are_the_unsettled_calls_oldest_first(agent_row, m
     assert selectors.unsettled_reservations(calls[0].created_at, 10) == []
 
 
-def _entries(index: str) -> int:
-    """Entries in a small btree index (root page only), dead or alive: what was written."""
+def _indexed(index: str) -> set[str]:
+    """The heap tuples (ctids) a btree index has an entry for, read from its leaf pages with
+    pageinspect: every leaf tuple but the pivots (high keys), each row of a posting list."""
     with connection.cursor() as cursor:
         cursor.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
-        cursor.execute("SELECT pg_relation_size(%s)", [index])
-        if cursor.fetchone()[0] <= 8192:  # the meta page alone: nothing was ever inserted
-            return 0
-        cursor.execute("SELECT live_items + dead_items, type FROM bt_page_stats(%s, 1)", [index])
-        items, kind = cursor.fetchone()
-    assert kind == "l", "a one-page index (its root is a leaf)"
-    return items
+        cursor.execute(
+            "SELECT b FROM generate_series(1, pg_relation_size(%s) / "
+            "current_setting('block_size')::int - 1) AS b, bt_page_stats(%s, b::int) AS s "
+            "WHERE s.type = 'l'",
+            [index, index],
+        )
+        found: set[str] = set()
+        for (block,) in cursor.fetchall():
+            cursor.execute(
+                "SELECT unnest(coalesce(tids, ARRAY[htid]))::text "
+                "FROM bt_page_items(%s, %s) WHERE htid IS NOT NULL",
+                [index, block],
+            )
+            found.update(row[0] for row in cursor.fetchall())
+    return found
+
+
+def _where(model, rows) -> set[str]:
+    """Where the current versions of `rows` are (their ctids)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT ctid::text FROM {model._meta.db_table} WHERE id = ANY(%s)",
+            [[row.pk for row in rows]],
+        )
+        return {row[0] for row in cursor.fetchall()}
 
 
 @pytest.mark.postgres
 def test_a_usage_report_writes_no_entry_in_the_sweeps_index(on_postgres, agent_row, make_task):
-    """Six gates write six entries; the four usage reports that settle their calls write none
-    (the index on every call had a new entry for each: the report's update is not HOT)."""
-    task = make_task()
-    before = _entries("mc_unsettled")
-    _gate_and_settle(task, agent_row, 6, settle=4)
-    assert _entries("mc_unsettled") - before == 6
+    """A settled call's row, as its usage report left it, has no entry in the sweep's index
+    (the index on every call had one: the report's update is not HOT); an unsettled call's
+    has."""
+    calls = _gate_and_settle(make_task(), agent_row, 6, settle=4)
+    indexed = _indexed("mc_unsettled")
+    assert _where(ModelCall, calls[:4]).isdisjoint(indexed)
+    assert _where(ModelCall, calls[4:]) <= indexed
 
 
 @pytest.mark.postgres
@@ -87,18 +107,21 @@ def test_a_reads_tool_request_writes_no_entry_in_the_operation_index(
     on_postgres, agent_row, make_task, start_write
 ):
     task = make_task()
-    before = _entries("tool_call_operation")
+    reads = []
     for page in range(5):
         _t, call, outcome = runner.tool_call_request(
             task_id=task.pk, agent=agent_row, tool="search", args={"page": page},
             effect=terms.READ,
         )  # fmt: skip
         assert outcome.decision == terms.EXECUTE
-    assert _entries("tool_call_operation") == before
+        reads.append(call)
     operation = start_write(task, key="invoice-7")
-    assert _entries("tool_call_operation") == before + 1
-    # An operation's tool calls are still found through it (as its foreign key's ON DELETE
-    # looks them up).
+    (write,) = ToolCall.objects.filter(operation=operation)
+    indexed = _indexed("tool_call_operation")
+    assert _where(ToolCall, reads).isdisjoint(indexed)
+    assert _where(ToolCall, [write]) <= indexed
+    # An operation's tool calls are found through it (as its foreign key's ON DELETE looks
+    # them up).
     sql, params = ToolCall.objects.filter(operation=operation).query.sql_with_params()
     assert "tool_call_operation" in _plan(sql, params)
 
