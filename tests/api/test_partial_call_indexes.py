@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents import selectors
 from agents.guard import terms
 from agents.models import UNSETTLED, ModelCall, ToolCall
 from agents.services import runner
+from tests.api.plans import index_names, plans_of, scans
 
 pytestmark = pytest.mark.django_db
 
@@ -122,23 +122,16 @@ def test_a_reads_tool_request_writes_no_entry_in_the_operation_index(
     assert _where(ToolCall, [write]) <= indexed
     # An operation's tool calls are found through it (as its foreign key's ON DELETE looks
     # them up).
-    sql, params = ToolCall.objects.filter(operation=operation).query.sql_with_params()
-    assert "tool_call_operation" in _plan(sql, params)
-
-
-def _plan(sql: str, params) -> str:
-    with connection.cursor() as cursor:
-        # The tables are small: the planner is told to avoid a full scan, to show what it does
-        # on tables of many calls.
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(f"EXPLAIN {sql}", params)
-        return "\n".join(row[0] for row in cursor.fetchall())
+    (plan,) = plans_of(lambda: list(ToolCall.objects.filter(operation=operation)))
+    (scan,) = scans(plan, ToolCall._meta.db_table)
+    assert index_names(scan) == {"tool_call_operation"}, scan
 
 
 @pytest.mark.postgres
 def test_the_sweep_reads_its_candidates_through_its_index(on_postgres, agent_row, make_task):
     _gate_and_settle(make_task(), agent_row, 3, settle=1)
-    with CaptureQueriesContext(connection) as ran:
-        assert len(selectors.unsettled_reservations(timezone.now(), 100)) == 2
-    (query,) = ran.captured_queries
-    assert "mc_unsettled" in _plan(query["sql"], None)
+    found: list = []
+    (plan,) = plans_of(lambda: found.extend(selectors.unsettled_reservations(timezone.now(), 100)))
+    assert len(found) == 2
+    (scan,) = scans(plan, ModelCall._meta.db_table)
+    assert index_names(scan) == {"mc_unsettled"}, scan
