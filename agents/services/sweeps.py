@@ -21,7 +21,7 @@ from django.utils import timezone
 from agents import selectors
 from agents.errors import NotFound
 from agents.guard import core, terms
-from agents.models import Event, ModelCall, Task
+from agents.models import UNSETTLED, Event, ModelCall, Task
 from agents.services import hooks, stops
 from agents.services.common import move_day_money
 from agents.taskrow import apply_state, lock_task, release_execution, save_task, to_state
@@ -148,9 +148,9 @@ def sweep_reservations(
             task = _lock_or_none(task_id)
             if task is None:
                 continue
-            claimed = ModelCall.objects.filter(pk=call_id, settled_at=None, expired=False).update(
-                expired=True
-            )
+            # Claimed only while still unsettled (the candidates' own condition, re-checked
+            # under the task's lock): a usage report or another sweep got there first otherwise.
+            claimed = ModelCall.objects.filter(UNSETTLED, pk=call_id).update(expired=True)
             if claimed != 1:
                 continue
             call = ModelCall.objects.get(pk=call_id)
