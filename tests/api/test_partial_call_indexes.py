@@ -124,7 +124,7 @@ def test_a_reads_tool_request_writes_no_entry_in_the_operation_index(
     # them up).
     (plan,) = plans_of(lambda: list(ToolCall.objects.filter(operation=operation)))
     (scan,) = scans(plan, ToolCall._meta.db_table)
-    assert index_names(scan) == {"tool_call_operation"}, scan
+    assert "tool_call_operation" in index_names(scan), scan
 
 
 @pytest.mark.postgres
@@ -134,4 +134,4 @@ def test_the_sweep_reads_its_candidates_through_its_index(on_postgres, agent_row
     (plan,) = plans_of(lambda: found.extend(selectors.unsettled_reservations(timezone.now(), 100)))
     assert len(found) == 2
     (scan,) = scans(plan, ModelCall._meta.db_table)
-    assert index_names(scan) == {"mc_unsettled"}, scan
+    assert "mc_unsettled" in index_names(scan), scan
