@@ -17,6 +17,7 @@ from django.db import connections, models, transaction
 from django.db.models import Q, signals
 from django.db.models.base import ModelState
 
+from agents.domains import MONEY_DIGITS, BigCount, Count, Money, PhaseNumber, TaskState
 from agents.guard import terms
 from agents.guard.limits import PROFILE_DEFAULTS
 
@@ -24,7 +25,7 @@ STATE_CHOICES = [(s, s) for s in terms.TASK_STATES]
 REASON_CHOICES = [(r, r) for r in terms.REASONS]
 DECISION_CHOICES = [(d, d) for d in terms.DECISIONS]
 EFFECT_CHOICES = [(terms.READ, terms.READ), (terms.WRITE, terms.WRITE)]
-MONEY = {"max_digits": 14, "decimal_places": 6}
+MONEY = MONEY_DIGITS  # every amount of money, to the same digits
 
 
 # Every limit's default, defined once: the guard core's `Limits` (and, for the two
@@ -219,16 +220,12 @@ class AgentDay(models.Model):
     # decision's change to the day row stays a HOT update.
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="days", db_index=False)
     day = models.DateField()
-    spent = models.DecimalField(default=Decimal("0"), **MONEY)
-    reserved = models.DecimalField(default=Decimal("0"), **MONEY)
+    spent = Money(default=Decimal("0"))
+    reserved = Money(default=Decimal("0"))
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["agent", "day"], name="agent_day_unique"),
-            models.CheckConstraint(condition=Q(spent__gte=0), name="agent_day_spent_non_negative"),
-            models.CheckConstraint(
-                condition=Q(reserved__gte=0), name="agent_day_reserved_non_negative"
-            ),
         ]
         indexes = [models.Index(fields=["day"], name="agent_day_day")]
 
@@ -296,27 +293,27 @@ class Task(ReadOften):
     goal = models.TextField()
     external_ref = models.CharField(max_length=200, blank=True)
     trigger_key = models.CharField(max_length=200, blank=True)
-    state = models.CharField(max_length=12, choices=STATE_CHOICES, default=terms.RUNNING)
+    state = TaskState(choices=STATE_CHOICES, default=terms.RUNNING)
     reason = models.CharField(max_length=32, choices=REASON_CHOICES, blank=True)
-    phase = models.PositiveIntegerField(default=1)
+    phase = PhaseNumber(default=1)
     limits = models.JSONField()
     # The limits the task was created with: a non-admin operator's resume grant is bounded
     # by them (agents.guard.lifecycle.grant_bound).
     initial_limits = models.JSONField(default=dict)
     deadline_at = models.DateTimeField()
     # usage counters: never reset, not even by a resume
-    model_calls = models.PositiveIntegerField(default=0)
-    tool_requests = models.PositiveIntegerField(default=0)
-    tool_executions = models.PositiveIntegerField(default=0)
-    retries = models.PositiveIntegerField(default=0)
-    polls = models.PositiveIntegerField(default=0)
-    tokens_used = models.PositiveBigIntegerField(default=0)
-    tokens_reserved = models.PositiveBigIntegerField(default=0)
-    cost_spent = models.DecimalField(default=Decimal("0"), **MONEY)
-    cost_reserved = models.DecimalField(default=Decimal("0"), **MONEY)
+    model_calls = Count(default=0)
+    tool_requests = Count(default=0)
+    tool_executions = Count(default=0)
+    retries = Count(default=0)
+    polls = Count(default=0)
+    tokens_used = BigCount(default=0)
+    tokens_reserved = BigCount(default=0)
+    cost_spent = Money(default=Decimal("0"))
+    cost_reserved = Money(default=Decimal("0"))
     # progress and detection
     revision = models.BigIntegerField(default=0)
-    stagnant = models.PositiveIntegerField(default=0)
+    stagnant = Count(default=0)
     window = models.JSONField(default=list)
     blocked = models.JSONField(default=list)
     pending = models.JSONField(default=list)  # fingerprints executed, result not reported yet
@@ -329,7 +326,7 @@ class Task(ReadOften):
     loop_label = models.CharField(max_length=12, choices=LOOP_LABELS, blank=True)
     milestones = models.JSONField(default=list)
     report = models.JSONField(null=True, blank=True)
-    trace_seq = models.PositiveIntegerField(default=0)  # orders model and tool calls together
+    trace_seq = Count(default=0)  # orders model and tool calls together
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     # Not indexed: every decision writes it, and PostgreSQL updates a row in place (HOT: no new
     # index entries) only when no indexed column changes. The console's list, newest activity
@@ -354,14 +351,6 @@ class Task(ReadOften):
             models.Index(fields=["active_minute"], name="task_activity"),
         ]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(state__in=terms.TASK_STATES), name="task_state_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(cost_spent__gte=0) & Q(cost_reserved__gte=0),
-                name="task_cost_non_negative",
-            ),
-            models.CheckConstraint(condition=Q(phase__gte=1), name="task_phase_positive"),
             models.CheckConstraint(
                 condition=Q(state="RUNNING", reason="") | ~Q(state="RUNNING"),
                 name="task_running_has_no_reason",
@@ -432,18 +421,18 @@ class ModelCall(ReadOften):
     task = models.ForeignKey(
         Task, on_delete=models.CASCADE, related_name="model_call_rows", db_index=False
     )
-    seq = models.PositiveIntegerField()
-    phase = models.PositiveIntegerField()
-    round = models.PositiveIntegerField(null=True, blank=True)
+    seq = Count()
+    phase = Count()
+    round = Count(null=True, blank=True)
     model = models.CharField(max_length=100, blank=True)
     decision = models.CharField(max_length=8, choices=DECISION_CHOICES)
     reason = models.CharField(max_length=32, blank=True)
-    est_prompt_tokens = models.PositiveIntegerField(default=0)
-    max_output_tokens = models.PositiveIntegerField(default=0)
+    est_prompt_tokens = Count(default=0)
+    max_output_tokens = Count(default=0)
     reserved_cost = models.DecimalField(default=Decimal("0"), **MONEY)
-    reserved_tokens = models.PositiveBigIntegerField(default=0)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reserved_tokens = BigCount(default=0)
+    prompt_tokens = Count(null=True, blank=True)
+    completion_tokens = Count(null=True, blank=True)
     cost = models.DecimalField(null=True, blank=True, **MONEY)
     signature = models.CharField(max_length=64, blank=True)
     tool_calls = models.JSONField(null=True, blank=True)
@@ -470,8 +459,8 @@ class ToolCall(ReadOften):
     task = models.ForeignKey(
         Task, on_delete=models.CASCADE, related_name="tool_call_rows", db_index=False
     )
-    seq = models.PositiveIntegerField()
-    phase = models.PositiveIntegerField()
+    seq = Count()
+    phase = Count()
     model_call = models.ForeignKey(
         ModelCall,
         null=True,
@@ -515,7 +504,7 @@ class ToolCall(ReadOften):
     result_decision = models.CharField(max_length=8, blank=True)
     result_reason = models.CharField(max_length=32, blank=True)
     revision_after = models.BigIntegerField(null=True, blank=True)
-    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = Count(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     reported_at = models.DateTimeField(null=True, blank=True)
     # Set when the execution's claim expired or was reconciled: it left the task's pending set.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 
+from agents.domains import Count, OperationState
 from agents.guard import terms
 
 OP_STATE_CHOICES = [(s, s) for s in terms.OPERATION_STATES]
@@ -22,14 +22,14 @@ class Operation(models.Model):
     tool = models.CharField(max_length=200)
     fingerprint = models.CharField(max_length=64)
     args = models.JSONField(default=dict)
-    state = models.CharField(max_length=14, choices=OP_STATE_CHOICES)
+    state = OperationState(choices=OP_STATE_CHOICES)
     task = models.ForeignKey(
         "agents.Task", on_delete=models.PROTECT, related_name="operations"
     )  # the task whose call claimed it last
     # The claiming call, the one whose result may settle the claim: the call `claim_seq` of
     # `task`. Named by its place in the task's trace rather than by its id, so a claim is
     # written in the statement that claims (the call row, inserted after it, is not yet there).
-    claim_seq = models.PositiveIntegerField(null=True, blank=True)
+    claim_seq = Count(null=True, blank=True)
     tool_call = models.ForeignObject(
         "agents.ToolCall",
         on_delete=models.DO_NOTHING,
@@ -43,8 +43,8 @@ class Operation(models.Model):
     claimed_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
     committed_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=1)
-    reconcile_checks = models.PositiveIntegerField(default=0)
+    attempts = Count(default=1)
+    reconcile_checks = Count(default=0)
 
     class Meta:
         ordering = ["claimed_at"]
@@ -53,9 +53,6 @@ class Operation(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["namespace", "operation_key"], name="operation_key_unique"
-            ),
-            models.CheckConstraint(
-                condition=Q(state__in=terms.OPERATION_STATES), name="operation_state_valid"
             ),
         ]
 

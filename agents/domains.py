@@ -1,0 +1,131 @@
+"""One-column rules of the rows a decision writes, kept by PostgreSQL as domains.
+
+PostgreSQL 15 reads a table's CHECK constraints from the catalog and plans them again for every
+statement that writes the table (`ExecRelCheck` parses each stored expression and prepares it,
+per statement), so the task table's fourteen checks cost each decision's UPDATE of the task
+about 40 us, a third of that statement (pgbench, one task row, 20,000 updates a run: 0.112 ms
+with them, 0.073 without, 0.075 with the same rules as domains), and were 12% of the PostgreSQL
+backend's CPU per decision (perf). A domain's check is planned once per connection (the type
+cache) and then only evaluated. So a column whose rule names only itself (a count is never
+negative, a task's state is one of the six) takes its rule from its type on PostgreSQL: the
+column is of the domain, and the table has no CHECK for it. On SQLite, which has no domains,
+the same rule is the column's CHECK, as before. Rules over several columns (a running task has
+no reason) stay table constraints.
+
+Each field below names its `Domain`, the rule's one home: the migrations that create the
+domains copy their SQL (migrations are frozen), and `tests/api/test_domains.py` compares the
+domains in the database with these, so a rule changed here without a migration fails the
+suite. Django's migrations do not see a domain's rule change by themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+
+from agents.guard import terms
+
+MONEY_DIGITS = {"max_digits": 14, "decimal_places": 6}
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A PostgreSQL domain: `base` narrowed by `rule`, a condition on VALUE."""
+
+    name: str
+    base: str
+    rule: str
+
+    def check_on(self, column: str) -> str:
+        """The rule as a CHECK of the (quoted) `column`, for databases without domains."""
+        return self.rule.replace("VALUE", column)
+
+    @property
+    def constraint(self) -> str:
+        """The name of the domain's CHECK constraint."""
+        return f"{self.name}_check"
+
+
+def _one_of(values: tuple[str, ...]) -> str:
+    return "VALUE IN (" + ", ".join(f"'{value}'" for value in values) + ")"
+
+
+COUNT = Domain("lw_count", "integer", "VALUE >= 0")
+BIG_COUNT = Domain("lw_bigcount", "bigint", "VALUE >= 0")
+PHASE = Domain("lw_phase", "integer", "VALUE >= 1")
+MONEY = Domain(
+    "lw_money", "numeric({max_digits}, {decimal_places})".format(**MONEY_DIGITS), "VALUE >= 0"
+)
+TASK_STATE = Domain("lw_task_state", "varchar(12)", _one_of(terms.TASK_STATES))
+OPERATION_STATE = Domain("lw_operation_state", "varchar(14)", _one_of(terms.OPERATION_STATES))
+
+DOMAINS = (COUNT, BIG_COUNT, PHASE, MONEY, TASK_STATE, OPERATION_STATE)
+
+
+class _OfDomain:
+    """A field whose column is of `domain` on PostgreSQL; elsewhere its usual type, with the
+    domain's rule as the column's CHECK."""
+
+    domain: Domain
+    column: str
+
+    def db_type(self, connection: Any) -> str | None:
+        if connection.vendor == "postgresql":
+            return self.domain.name
+        return super().db_type(connection)  # type: ignore[misc]
+
+    def db_check(self, connection: Any) -> str | None:
+        if connection.vendor == "postgresql":
+            return None
+        return self.domain.check_on(connection.ops.quote_name(self.column))
+
+
+class Count(_OfDomain, models.PositiveIntegerField):
+    """A count: never negative."""
+
+    domain = COUNT
+
+
+class BigCount(_OfDomain, models.PositiveBigIntegerField):
+    """A count of tokens: never negative."""
+
+    domain = BIG_COUNT
+
+
+class PhaseNumber(_OfDomain, models.PositiveIntegerField):
+    """A task's phase: the first is 1, each resume adds one."""
+
+    domain = PHASE
+
+
+class Money(_OfDomain, models.DecimalField):
+    """An amount of money that is never negative (spent, reserved), to the domain's digits."""
+
+    domain = MONEY
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, **MONEY_DIGITS})
+
+
+class TaskState(_OfDomain, models.CharField):
+    """A task's state (DESIGN.md's six)."""
+
+    domain = TASK_STATE
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 12)
+        kwargs.setdefault("choices", [(s, s) for s in terms.TASK_STATES])
+        super().__init__(*args, **kwargs)
+
+
+class OperationState(_OfDomain, models.CharField):
+    """A ledger operation's state."""
+
+    domain = OPERATION_STATE
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 14)
+        kwargs.setdefault("choices", [(s, s) for s in terms.OPERATION_STATES])
+        super().__init__(*args, **kwargs)

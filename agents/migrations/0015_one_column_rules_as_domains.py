@@ -1,0 +1,287 @@
+"""The one-column rules of the rows a decision writes become PostgreSQL domains.
+
+PostgreSQL plans a table's CHECK constraints again for every statement that writes the table,
+and the task table had fourteen: each decision's UPDATE of the task paid about 40 us for them,
+a third of the statement (see `agents.domains`). A domain's check is planned once per
+connection. So on PostgreSQL the counts, the task's phase, state and money, and the agent day's
+money of the task, model call, tool call and agent day tables are of the domains `lw_count`,
+`lw_bigcount`, `lw_phase`, `lw_money` and `lw_task_state`, and the table constraints that held
+those rules (`task_state_valid`, `task_cost_non_negative`, `task_phase_positive`,
+`agent_day_spent_non_negative`, `agent_day_reserved_non_negative`, and the `>= 0` check of
+each count) are dropped. The rules are the same; only where PostgreSQL keeps them moves.
+
+No table is rewritten: the domains are created without their checks, the columns change to them
+(binary-compatible, so PostgreSQL keeps each row and index as it is), and then each domain gets
+its check, which PostgreSQL verifies against every existing value (a scan, not a rewrite).
+The tables are locked (ACCESS EXCLUSIVE) meanwhile: migrate a large database in a quiet window.
+
+On SQLite, which has no domains, the same rules are the columns' CHECKs (the table is rebuilt
+by Django, as for any changed column); `task_running_has_no_reason`, a rule over two columns,
+stays a table constraint on both.
+
+The SQL is written out here, frozen like the rest of a migration; `tests/api/test_domains.py`
+compares the database's domains with `agents.domains`.
+"""
+
+from decimal import Decimal
+
+from django.db import migrations
+
+import agents.domains
+
+DOMAINS = [  # name, base type, check
+    ("lw_count", "integer", "VALUE >= 0"),
+    ("lw_bigcount", "bigint", "VALUE >= 0"),
+    ("lw_phase", "integer", "VALUE >= 1"),
+    ("lw_money", "numeric(14, 6)", "VALUE >= 0"),
+    (
+        "lw_task_state",
+        "varchar(12)",
+        "VALUE IN ('RUNNING', 'COMPLETED', 'PARTIAL', 'FAILED', 'NEEDS_HUMAN', 'STOPPED')",
+    ),
+]
+
+
+def on_postgresql(*statements):
+    """A RunPython function that sends `statements` on PostgreSQL, and does nothing elsewhere."""
+
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor == "postgresql":
+            for statement in statements:
+                schema_editor.execute(statement)
+
+    return run
+
+
+create_domains = on_postgresql(*(f"CREATE DOMAIN {name} AS {base}" for name, base, _ in DOMAINS))
+drop_domains = on_postgresql(*(f"DROP DOMAIN {name}" for name, _, _ in reversed(DOMAINS)))
+add_checks = on_postgresql(
+    *(
+        f"ALTER DOMAIN {name} ADD CONSTRAINT {name}_check CHECK ({rule})"
+        for name, _, rule in DOMAINS
+    )
+)
+drop_checks = on_postgresql(
+    *(f"ALTER DOMAIN {name} DROP CONSTRAINT {name}_check" for name, _, _ in DOMAINS)
+)
+
+# The counts' `>= 0` checks, which Django wrote into each column's definition (PostgreSQL named
+# them): Django's AlterField keeps a column's check as long as the field's internal type is
+# the same, and a count is still a positive integer field to Django.
+COUNTS = {
+    "agents_task": [
+        "phase", "model_calls", "tool_requests", "tool_executions", "retries", "polls",
+        "tokens_used", "tokens_reserved", "stagnant", "trace_seq",
+    ],
+    "agents_modelcall": [
+        "seq", "phase", "round", "est_prompt_tokens", "max_output_tokens", "reserved_tokens",
+        "prompt_tokens", "completion_tokens",
+    ],
+    "agents_toolcall": ["seq", "phase", "duration_ms"],
+}  # fmt: skip
+
+ONE_COLUMN_CHECKS = """
+    SELECT c.conname FROM pg_constraint c
+    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+    WHERE c.conrelid = %s::regclass AND c.contype = 'c' AND cardinality(c.conkey) = 1
+      AND a.attname = %s AND pg_get_constraintdef(c.oid) = format('CHECK ((%%I >= 0))', a.attname)
+"""
+
+
+def drop_count_checks(apps, schema_editor):
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    quote = schema_editor.quote_name
+    with schema_editor.connection.cursor() as cursor:
+        for table, columns in COUNTS.items():
+            for column in columns:
+                cursor.execute(ONE_COLUMN_CHECKS, [table, column])
+                for (name,) in cursor.fetchall():
+                    schema_editor.execute(
+                        f"ALTER TABLE {quote(table)} DROP CONSTRAINT {quote(name)}"
+                    )
+
+
+def add_count_checks(apps, schema_editor):
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    quote = schema_editor.quote_name
+    for table, columns in COUNTS.items():
+        for column in columns:
+            schema_editor.execute(
+                f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(f'{table}_{column}_check')} "
+                f"CHECK ({quote(column)} >= 0)"
+            )
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("agents", "0014_unsettled_and_operation_partial_indexes"),
+    ]
+
+    operations = [
+        migrations.RunPython(create_domains, drop_domains, elidable=False),
+        migrations.RunPython(drop_count_checks, add_count_checks, elidable=False),
+        migrations.RemoveConstraint(
+            model_name="agentday",
+            name="agent_day_spent_non_negative",
+        ),
+        migrations.RemoveConstraint(
+            model_name="agentday",
+            name="agent_day_reserved_non_negative",
+        ),
+        migrations.RemoveConstraint(
+            model_name="task",
+            name="task_state_valid",
+        ),
+        migrations.RemoveConstraint(
+            model_name="task",
+            name="task_cost_non_negative",
+        ),
+        migrations.RemoveConstraint(
+            model_name="task",
+            name="task_phase_positive",
+        ),
+        migrations.AlterField(
+            model_name="agentday",
+            name="reserved",
+            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+        ),
+        migrations.AlterField(
+            model_name="agentday",
+            name="spent",
+            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="completion_tokens",
+            field=agents.domains.Count(blank=True, null=True),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="est_prompt_tokens",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="max_output_tokens",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="phase",
+            field=agents.domains.Count(),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="prompt_tokens",
+            field=agents.domains.Count(blank=True, null=True),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="reserved_tokens",
+            field=agents.domains.BigCount(default=0),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="round",
+            field=agents.domains.Count(blank=True, null=True),
+        ),
+        migrations.AlterField(
+            model_name="modelcall",
+            name="seq",
+            field=agents.domains.Count(),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="cost_reserved",
+            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="cost_spent",
+            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="model_calls",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="phase",
+            field=agents.domains.PhaseNumber(default=1),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="polls",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="retries",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="stagnant",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="state",
+            field=agents.domains.TaskState(
+                choices=[
+                    ("RUNNING", "RUNNING"),
+                    ("COMPLETED", "COMPLETED"),
+                    ("PARTIAL", "PARTIAL"),
+                    ("FAILED", "FAILED"),
+                    ("NEEDS_HUMAN", "NEEDS_HUMAN"),
+                    ("STOPPED", "STOPPED"),
+                ],
+                default="RUNNING",
+                max_length=12,
+            ),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="tokens_reserved",
+            field=agents.domains.BigCount(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="tokens_used",
+            field=agents.domains.BigCount(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="tool_executions",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="tool_requests",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="task",
+            name="trace_seq",
+            field=agents.domains.Count(default=0),
+        ),
+        migrations.AlterField(
+            model_name="toolcall",
+            name="duration_ms",
+            field=agents.domains.Count(blank=True, null=True),
+        ),
+        migrations.AlterField(
+            model_name="toolcall",
+            name="phase",
+            field=agents.domains.Count(),
+        ),
+        migrations.AlterField(
+            model_name="toolcall",
+            name="seq",
+            field=agents.domains.Count(),
+        ),
+        migrations.RunPython(add_checks, drop_checks, elidable=False),
+    ]
