@@ -62,9 +62,7 @@ def test_every_field_of_a_domain_is_on_a_table_a_decision_writes():
         (Operation, "state", "DONE", "UNKNOWN"),
     ],
 )
-def test_the_database_refuses_what_the_rule_forbids(
-    make_task, agent_row, model, column, bad, good
-):
+def test_the_database_refuses_what_the_rule_forbids(make_task, agent_row, model, column, bad, good):
     """Written past the ORM's validation (an UPDATE), as a bug in a service would write it."""
     task = make_task()
     if model is Task:
