@@ -109,23 +109,25 @@ class Money(_OfDomain, models.DecimalField):
         super().__init__(*args, **{**kwargs, **MONEY_DIGITS})
 
 
-class TaskState(_OfDomain, models.CharField):
+class _OneOf(_OfDomain, models.CharField):
+    """A state: one of `values`, in a column of `max_chars`."""
+
+    values: tuple[str, ...]
+    max_chars: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", self.max_chars)
+        kwargs.setdefault("choices", [(value, value) for value in self.values])
+        super().__init__(*args, **kwargs)
+
+
+class TaskState(_OneOf):
     """A task's state (DESIGN.md's six)."""
 
-    domain = TASK_STATE
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", 12)
-        kwargs.setdefault("choices", [(s, s) for s in terms.TASK_STATES])
-        super().__init__(*args, **kwargs)
+    domain, values, max_chars = TASK_STATE, terms.TASK_STATES, 12
 
 
-class OperationState(_OfDomain, models.CharField):
+class OperationState(_OneOf):
     """A ledger operation's state."""
 
-    domain = OPERATION_STATE
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", 14)
-        kwargs.setdefault("choices", [(s, s) for s in terms.OPERATION_STATES])
-        super().__init__(*args, **kwargs)
+    domain, values, max_chars = OPERATION_STATE, terms.OPERATION_STATES, 14

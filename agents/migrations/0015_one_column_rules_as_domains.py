@@ -43,7 +43,8 @@ DOMAINS = [  # name, base type, check
 
 
 def on_postgresql(*statements):
-    """A RunPython function that sends `statements` on PostgreSQL, and does nothing elsewhere."""
+    """A RunPython function that sends `statements` on PostgreSQL, and does nothing elsewhere.
+    (Ledger 0003 uses this module's helpers too.)"""
 
     def run(apps, schema_editor):
         if schema_editor.connection.vendor == "postgresql":
@@ -53,21 +54,75 @@ def on_postgresql(*statements):
     return run
 
 
-create_domains = on_postgresql(*(f"CREATE DOMAIN {name} AS {base}" for name, base, _ in DOMAINS))
-drop_domains = on_postgresql(*(f"DROP DOMAIN {name}" for name, _, _ in reversed(DOMAINS)))
-add_checks = on_postgresql(
-    *(
-        f"ALTER DOMAIN {name} ADD CONSTRAINT {name}_check CHECK ({rule})"
-        for name, _, rule in DOMAINS
+def domains_created(domains):
+    """RunPython functions: create each (name, base, rule) domain without its check, and the
+    reverse."""
+    return (
+        on_postgresql(*(f"CREATE DOMAIN {name} AS {base}" for name, base, _ in domains)),
+        on_postgresql(*(f"DROP DOMAIN {name}" for name, _, _ in reversed(domains))),
     )
-)
-drop_checks = on_postgresql(
-    *(f"ALTER DOMAIN {name} DROP CONSTRAINT {name}_check" for name, _, _ in DOMAINS)
-)
 
-# The counts' `>= 0` checks, which Django wrote into each column's definition (PostgreSQL named
-# them): Django's AlterField keeps a column's check as long as the field's internal type is
-# the same, and a count is still a positive integer field to Django.
+
+def domain_checks_added(domains):
+    """RunPython functions: give each domain its check (PostgreSQL reads every value of it),
+    and the reverse."""
+    return (
+        on_postgresql(
+            *(
+                f"ALTER DOMAIN {name} ADD CONSTRAINT {name}_check CHECK ({rule})"
+                for name, _, rule in domains
+            )
+        ),  # fmt: skip
+        on_postgresql(
+            *(f"ALTER DOMAIN {name} DROP CONSTRAINT {name}_check" for name, *_ in domains)
+        ),
+    )
+
+
+ONE_COLUMN_CHECKS = """
+    SELECT c.conname FROM pg_constraint c
+    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+    WHERE c.conrelid = %s::regclass AND c.contype = 'c' AND cardinality(c.conkey) = 1
+      AND a.attname = %s AND pg_get_constraintdef(c.oid) = format('CHECK ((%%I >= 0))', a.attname)
+"""
+
+
+def count_checks_dropped(counts):
+    """RunPython functions: drop the `>= 0` check of each column of `counts` ({table: columns}),
+    and the reverse, which adds them back under PostgreSQL's names for them.
+
+    Django wrote those checks into each column's definition, and its AlterField keeps a
+    column's check as long as the field's internal type is the same: a count is still a
+    positive integer field to Django.
+    """
+
+    def drop(apps, schema_editor):
+        if schema_editor.connection.vendor != "postgresql":
+            return
+        quote = schema_editor.quote_name
+        with schema_editor.connection.cursor() as cursor:
+            for table, columns in counts.items():
+                for column in columns:
+                    cursor.execute(ONE_COLUMN_CHECKS, [table, column])
+                    for (name,) in cursor.fetchall():
+                        schema_editor.execute(
+                            f"ALTER TABLE {quote(table)} DROP CONSTRAINT {quote(name)}"
+                        )
+
+    def add(apps, schema_editor):
+        if schema_editor.connection.vendor != "postgresql":
+            return
+        quote = schema_editor.quote_name
+        for table, columns in counts.items():
+            for column in columns:
+                schema_editor.execute(
+                    f"ALTER TABLE {quote(table)} ADD CONSTRAINT "
+                    f"{quote(f'{table}_{column}_check')} CHECK ({quote(column)} >= 0)"
+                )
+
+    return drop, add
+
+
 COUNTS = {
     "agents_task": [
         "phase", "model_calls", "tool_requests", "tool_executions", "retries", "polls",
@@ -80,39 +135,6 @@ COUNTS = {
     "agents_toolcall": ["seq", "phase", "duration_ms"],
 }  # fmt: skip
 
-ONE_COLUMN_CHECKS = """
-    SELECT c.conname FROM pg_constraint c
-    JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
-    WHERE c.conrelid = %s::regclass AND c.contype = 'c' AND cardinality(c.conkey) = 1
-      AND a.attname = %s AND pg_get_constraintdef(c.oid) = format('CHECK ((%%I >= 0))', a.attname)
-"""
-
-
-def drop_count_checks(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    quote = schema_editor.quote_name
-    with schema_editor.connection.cursor() as cursor:
-        for table, columns in COUNTS.items():
-            for column in columns:
-                cursor.execute(ONE_COLUMN_CHECKS, [table, column])
-                for (name,) in cursor.fetchall():
-                    schema_editor.execute(
-                        f"ALTER TABLE {quote(table)} DROP CONSTRAINT {quote(name)}"
-                    )
-
-
-def add_count_checks(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    quote = schema_editor.quote_name
-    for table, columns in COUNTS.items():
-        for column in columns:
-            schema_editor.execute(
-                f"ALTER TABLE {quote(table)} ADD CONSTRAINT {quote(f'{table}_{column}_check')} "
-                f"CHECK ({quote(column)} >= 0)"
-            )
-
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -120,8 +142,8 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(create_domains, drop_domains, elidable=False),
-        migrations.RunPython(drop_count_checks, add_count_checks, elidable=False),
+        migrations.RunPython(*domains_created(DOMAINS), elidable=False),
+        migrations.RunPython(*count_checks_dropped(COUNTS), elidable=False),
         migrations.RemoveConstraint(
             model_name="agentday",
             name="agent_day_spent_non_negative",
@@ -283,5 +305,5 @@ class Migration(migrations.Migration):
             name="seq",
             field=agents.domains.Count(),
         ),
-        migrations.RunPython(add_checks, drop_checks, elidable=False),
+        migrations.RunPython(*domain_checks_added(DOMAINS), elidable=False),
     ]
