@@ -10,10 +10,13 @@ those rules (`task_state_valid`, `task_cost_non_negative`, `task_phase_positive`
 `agent_day_spent_non_negative`, `agent_day_reserved_non_negative`, and the `>= 0` check of
 each count) are dropped. The rules are the same; only where PostgreSQL keeps them moves.
 
-No table is rewritten: the domains are created without their checks, the columns change to them
-(binary-compatible, so PostgreSQL keeps each row and index as it is), and then each domain gets
-its check, which PostgreSQL verifies against every existing value (a scan, not a rewrite).
-The tables are locked (ACCESS EXCLUSIVE) meanwhile: migrate a large database in a quiet window.
+No table is rewritten: the domains are created without their checks and the columns change to
+them (binary-compatible, so PostgreSQL keeps each row and index as it is); ledger 0003 does the
+same for the operation's columns, and only then does agents 0016 give each domain its check,
+which PostgreSQL verifies against every existing value (a scan, not a rewrite). A column
+changed to a domain that already has a check is rewritten, with its indexes (PostgreSQL 15):
+hence the order. The tables are locked (ACCESS EXCLUSIVE) meanwhile: migrate a large database
+in a quiet window.
 
 On SQLite, which has no domains, the same rules are the columns' CHECKs (the table is rebuilt
 by Django, as for any changed column); `task_running_has_no_reason`, a rule over two columns,
@@ -305,5 +308,4 @@ class Migration(migrations.Migration):
             name="seq",
             field=agents.domains.Count(),
         ),
-        migrations.RunPython(*domain_checks_added(DOMAINS), elidable=False),
     ]

@@ -4,8 +4,8 @@ See `agents/migrations/0015_one_column_rules_as_domains.py`: a table's CHECK con
 planned again by every statement that writes the table, a domain's once per connection. The
 operation's counts are of `lw_count` (created by that migration), its state of
 `lw_operation_state`; `operation_state_valid` and the counts' `>= 0` checks are dropped. No
-table is rewritten (the domain gets its check after the column changed to it). On SQLite the
-rules are the columns' CHECKs.
+table is rewritten: the domains get their checks in agents 0016, after every column changed
+to them. On SQLite the rules are the columns' CHECKs.
 """
 
 import importlib
@@ -68,5 +68,4 @@ class Migration(migrations.Migration):
                 max_length=14,
             ),
         ),
-        migrations.RunPython(*_agents.domain_checks_added(DOMAINS), elidable=False),
     ]

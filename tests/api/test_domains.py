@@ -1,6 +1,6 @@
 """The one-column rules of the rows a decision writes: PostgreSQL domains there, the columns'
-CHECKs on SQLite, the same rules on both (`agents.domains`, migrations agents 0015 and ledger
-0003)."""
+CHECKs on SQLite, the same rules on both (`agents.domains`; migrations agents 0015, ledger
+0003 and agents 0016)."""
 
 from __future__ import annotations
 
