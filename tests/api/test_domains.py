@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from django.apps import apps
 from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 
 from agents import domains
 from agents.models import AgentDay, ModelCall, Task, ToolCall
@@ -174,3 +175,43 @@ def test_on_sqlite_each_rule_is_its_column_s_check():
                 if field.model is model:
                     check = field.domain.check_on(connection.ops.quote_name(field.column))
                     assert f"CHECK ({check})" in sql, (model, field.column)
+
+
+def _files() -> dict[str, int]:
+    """Each table's and index's file on disk: a rewrite gives it a new one."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname, c.relfilenode FROM pg_class c
+            WHERE c.oid = ANY (%s::regclass[])
+               OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = ANY (%s::regclass[]))
+            """,
+            [[model._meta.db_table for model in HOT_TABLES]] * 2,
+        )
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_migrations_to_domains_rewrite_no_table_and_go_back(on_postgres):
+    """Changing a column to a domain that already has its check rewrites the table and its
+    indexes (PostgreSQL 15): the checks come last, after every column changed (agents 0016)."""
+    before_domains = [("agents", "0014_unsettled_and_operation_partial_indexes"),
+                      ("ledger", "0002_claim_seq")]  # fmt: skip
+    executor = MigrationExecutor(connection)
+    leaves = executor.loader.graph.leaf_nodes()
+    executor.migrate(before_domains)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_type WHERE typname LIKE 'lw\\_%%'")
+            assert cursor.fetchone() == (0,)
+            cursor.execute(
+                "SELECT count(*) FROM pg_constraint WHERE conrelid = 'agents_task'::regclass "
+                "AND contype = 'c'"
+            )
+            assert cursor.fetchone() == (14,)  # the fourteen checks, as before the domains
+        files = _files()
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(leaves)
+    assert _files() == files
