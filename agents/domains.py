@@ -4,7 +4,7 @@ PostgreSQL 15 reads a table's CHECK constraints from the catalog and plans them 
 statement that writes the table (`ExecRelCheck` parses each stored expression and prepares it,
 per statement), so the task table's fourteen checks cost each decision's UPDATE of the task
 about 40 us, a third of that statement (pgbench, one task row, 20,000 updates a run: 0.112 ms
-with them, 0.073 without, 0.075 with the same rules as domains), and were 12% of the PostgreSQL
+with them, 0.073 without, 0.075 with the same rules as domains), and were 8-12% of the PostgreSQL
 backend's CPU per decision (perf). A domain's check is planned once per connection (the type
 cache) and then only evaluated. So a column whose rule names only itself (a count is never
 negative, a task's state is one of the six) takes its rule from its type on PostgreSQL: the
