@@ -68,18 +68,28 @@ def domains_created(domains):
 
 def domain_checks_added(domains):
     """RunPython functions: give each domain its check (PostgreSQL reads every value of it),
-    and the reverse."""
-    return (
-        on_postgresql(
-            *(
-                f"ALTER DOMAIN {name} ADD CONSTRAINT {name}_check CHECK ({rule})"
-                for name, _, rule in domains
-            )
-        ),  # fmt: skip
-        on_postgresql(
-            *(f"ALTER DOMAIN {name} DROP CONSTRAINT {name}_check" for name, *_ in domains)
-        ),
+    and the reverse. A check already there is left as it is: an earlier form of this migration
+    (commits 1e0232d to 5f4e2fe of this repository) added the checks itself."""
+
+    def add(apps, schema_editor):
+        if schema_editor.connection.vendor != "postgresql":
+            return
+        with schema_editor.connection.cursor() as cursor:
+            for name, _, rule in domains:
+                cursor.execute(
+                    "SELECT 1 FROM pg_constraint c JOIN pg_type t ON t.oid = c.contypid "
+                    "WHERE t.typname = %s AND c.conname = %s",
+                    [name, f"{name}_check"],
+                )
+                if cursor.fetchone() is None:
+                    schema_editor.execute(
+                        f"ALTER DOMAIN {name} ADD CONSTRAINT {name}_check CHECK ({rule})"
+                    )
+
+    drop = on_postgresql(
+        *(f"ALTER DOMAIN {name} DROP CONSTRAINT {name}_check" for name, *_ in domains)
     )
+    return add, drop
 
 
 ONE_COLUMN_CHECKS = """
