@@ -32,11 +32,15 @@ MONEY_DIGITS = {"max_digits": 14, "decimal_places": 6}
 
 @dataclass(frozen=True)
 class Domain:
-    """A PostgreSQL domain: `base` narrowed by `rule`, a condition on VALUE."""
+    """A PostgreSQL domain: `base` narrowed by `rule`, a condition on VALUE. A state's domain
+    (`_states`) also keeps its `values` and its `length`, which its field's choices and
+    max_length are."""
 
     name: str
     base: str
     rule: str
+    values: tuple[str, ...] = ()
+    length: int | None = None
 
     def check_on(self, column: str) -> str:
         """The rule as a CHECK of the (quoted) `column`, for databases without domains."""
@@ -48,8 +52,10 @@ class Domain:
         return f"{self.name}_check"
 
 
-def _one_of(values: tuple[str, ...]) -> str:
-    return "VALUE IN (" + ", ".join(f"'{value}'" for value in values) + ")"
+def _states(name: str, values: tuple[str, ...], length: int) -> Domain:
+    """A domain of strings of at most `length` characters, each one of `values`."""
+    rule = "VALUE IN (" + ", ".join(f"'{value}'" for value in values) + ")"
+    return Domain(name, f"varchar({length})", rule, values, length)
 
 
 COUNT = Domain("lw_count", "integer", "VALUE >= 0")
@@ -58,8 +64,8 @@ PHASE = Domain("lw_phase", "integer", "VALUE >= 1")
 MONEY = Domain(
     "lw_money", "numeric({max_digits}, {decimal_places})".format(**MONEY_DIGITS), "VALUE >= 0"
 )
-TASK_STATE = Domain("lw_task_state", "varchar(12)", _one_of(terms.TASK_STATES))
-OPERATION_STATE = Domain("lw_operation_state", "varchar(14)", _one_of(terms.OPERATION_STATES))
+TASK_STATE = _states("lw_task_state", terms.TASK_STATES, 12)
+OPERATION_STATE = _states("lw_operation_state", terms.OPERATION_STATES, 14)
 
 DOMAINS = (COUNT, BIG_COUNT, PHASE, MONEY, TASK_STATE, OPERATION_STATE)
 
@@ -110,24 +116,21 @@ class Money(_OfDomain, models.DecimalField):
 
 
 class _OneOf(_OfDomain, models.CharField):
-    """A state: one of `values`, in a column of `max_chars`."""
-
-    values: tuple[str, ...]
-    max_chars: int
+    """A state: one of its domain's values (the field's choices), at most its length."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", self.max_chars)
-        kwargs.setdefault("choices", [(value, value) for value in self.values])
+        kwargs.setdefault("max_length", self.domain.length)
+        kwargs.setdefault("choices", [(value, value) for value in self.domain.values])
         super().__init__(*args, **kwargs)
 
 
 class TaskState(_OneOf):
     """A task's state (DESIGN.md's six)."""
 
-    domain, values, max_chars = TASK_STATE, terms.TASK_STATES, 12
+    domain = TASK_STATE
 
 
 class OperationState(_OneOf):
     """A ledger operation's state."""
 
-    domain, values, max_chars = OPERATION_STATE, terms.OPERATION_STATES, 14
+    domain = OPERATION_STATE

@@ -21,7 +21,6 @@ from agents.domains import MONEY_DIGITS, BigCount, Count, Money, PhaseNumber, Ta
 from agents.guard import terms
 from agents.guard.limits import PROFILE_DEFAULTS
 
-STATE_CHOICES = [(s, s) for s in terms.TASK_STATES]
 REASON_CHOICES = [(r, r) for r in terms.REASONS]
 DECISION_CHOICES = [(d, d) for d in terms.DECISIONS]
 EFFECT_CHOICES = [(terms.READ, terms.READ), (terms.WRITE, terms.WRITE)]
@@ -293,7 +292,7 @@ class Task(ReadOften):
     goal = models.TextField()
     external_ref = models.CharField(max_length=200, blank=True)
     trigger_key = models.CharField(max_length=200, blank=True)
-    state = TaskState(choices=STATE_CHOICES, default=terms.RUNNING)
+    state = TaskState(default=terms.RUNNING)
     reason = models.CharField(max_length=32, choices=REASON_CHOICES, blank=True)
     phase = PhaseNumber(default=1)
     limits = models.JSONField()

@@ -8,7 +8,6 @@ from django.db import models
 from agents.domains import Count, OperationState
 from agents.guard import terms
 
-OP_STATE_CHOICES = [(s, s) for s in terms.OPERATION_STATES]
 VERDICT_CHOICES = [
     (terms.OP_COMMITTED, terms.OP_COMMITTED),
     (terms.NOT_COMMITTED, terms.NOT_COMMITTED),
@@ -22,7 +21,7 @@ class Operation(models.Model):
     tool = models.CharField(max_length=200)
     fingerprint = models.CharField(max_length=64)
     args = models.JSONField(default=dict)
-    state = OperationState(choices=OP_STATE_CHOICES)
+    state = OperationState()
     task = models.ForeignKey(
         "agents.Task", on_delete=models.PROTECT, related_name="operations"
     )  # the task whose call claimed it last
