@@ -322,7 +322,8 @@ def _one_row_updated(updated: int) -> None:
 
 
 _INSERTS = threading.local()
-_INSERT_FIELDS: dict[type[Model], list[Field]] = {}  # the fields an INSERT writes, per model
+# The fields an INSERT writes, per model, and whether any of them has its own placeholder.
+_INSERT_FIELDS: dict[type[Model], tuple[list[Field], bool]] = {}
 
 
 def insert_row(obj: Model, using: str = "default") -> None:
@@ -359,15 +360,17 @@ def insert_row(obj: Model, using: str = "default") -> None:
     if not connection.features.can_return_columns_from_insert:
         obj.save(using=using)
         return
-    fields = _INSERT_FIELDS.get(model)
-    if fields is None:
-        fields = _INSERT_FIELDS[model] = [
-            f for f in meta.local_concrete_fields if not f.generated and f is not auto
-        ]
+    found = _INSERT_FIELDS.get(model)
+    if found is None:
+        written = [f for f in meta.local_concrete_fields if not f.generated and f is not auto]
+        # A field with its own placeholder (SQL around its value) is Django's to insert.
+        found = _INSERT_FIELDS[model] = (
+            written,
+            any(hasattr(f, "get_placeholder") for f in written),
+        )
+    fields, placeholders = found
     values = [f.pre_save(obj, True) for f in fields]
-    if any(hasattr(v, "resolve_expression") for v in values) or any(
-        hasattr(f, "get_placeholder") for f in fields
-    ):
+    if placeholders or any(hasattr(v, "resolve_expression") for v in values):
         obj.save(using=using)
         return
     params = [

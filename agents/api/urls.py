@@ -8,9 +8,8 @@ from agents.api import operator_views as o
 from agents.api import views as v
 
 urlpatterns = [
-    path("tasks", v.TaskList.as_view(), name="api-tasks"),
-    path("tasks/<str:task_id>", v.TaskDetail.as_view(), name="api-task"),
-    path("tasks/<str:task_id>/trace", v.TaskTrace.as_view(), name="api-trace"),
+    # The runner's four decisions first: every agent step resolves one of them, and Django tries
+    # the patterns in order (none of these overlaps another: `<str:...>` stops at a slash).
     path("tasks/<str:task_id>/model-calls", v.ModelCallGate.as_view(), name="api-model-calls"),
     path(
         "tasks/<str:task_id>/model-calls/<str:model_call_id>/usage",
@@ -23,6 +22,9 @@ urlpatterns = [
         v.ToolCallResult.as_view(),
         name="api-result",
     ),
+    path("tasks", v.TaskList.as_view(), name="api-tasks"),
+    path("tasks/<str:task_id>", v.TaskDetail.as_view(), name="api-task"),
+    path("tasks/<str:task_id>/trace", v.TaskTrace.as_view(), name="api-trace"),
     path("tasks/<str:task_id>/finish", v.TaskFinish.as_view(), name="api-finish"),
     path("tasks/<str:task_id>/stop", v.TaskStop.as_view(), name="api-stop"),
     path("tasks/<str:task_id>/resume", v.TaskResume.as_view(), name="api-resume"),

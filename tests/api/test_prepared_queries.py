@@ -249,6 +249,31 @@ def test_insert_row_sends_the_insert_save_sends(agent_row, make_task):
     assert ModelCall.objects.get(pk=model_call.pk).created_at == model_call.created_at
 
 
+def test_insert_row_leaves_a_field_with_its_own_placeholder_to_django(
+    agent_row, make_task, monkeypatch
+):
+    """A field that wraps its value in SQL of its own (`get_placeholder`) is inserted by
+    Django's `save`, which asks the field for it; `insert_row` notes per model whether it has
+    such a field, and the note must say so."""
+    from agents import prepared
+    from agents.models import Event
+
+    task = make_task()
+    field = Event._meta.get_field("kind")
+    asked = []
+
+    def placeholder(value, compiler, connection):
+        asked.append(value)
+        return "%s"
+
+    monkeypatch.setattr(field, "get_placeholder", placeholder, raising=False)
+    monkeypatch.setattr(prepared, "_INSERT_FIELDS", {})
+    event = Event(task=task, kind="note", actor="agent:a")
+    prepared.insert_row(event)
+    assert asked == ["note"]  # Django's road: the field was asked for its placeholder
+    assert Event.objects.get(pk=event.pk).kind == "note"
+
+
 def test_the_lock_with_the_operation_probe_is_the_querysets_get(
     agent, make_task, start_write, make_agent
 ):
