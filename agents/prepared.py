@@ -240,8 +240,8 @@ def _per_connection(store: threading.local, using: str, connection: Any) -> dict
 
 
 _UPDATES = threading.local()
-# The fields of each (model, set of names) an update names, found once.
-_UPDATE_FIELDS: dict[tuple[type[Model], frozenset[str]], list[Field]] = {}
+# The fields of each (model, set of names) an update names, and their columns' names, found once.
+_UPDATE_FIELDS: dict[tuple[type[Model], frozenset[str]], tuple[list[Field], tuple[str, ...]]] = {}
 
 
 def save_columns(obj: Model, update_fields: list[str], using: str = "default") -> None:
@@ -262,33 +262,40 @@ def save_columns(obj: Model, update_fields: list[str], using: str = "default") -
         obj.save(update_fields=update_fields, using=using)
         return
     names = frozenset(update_fields)
-    fields = _UPDATE_FIELDS.get((model, names))
-    if fields is None:
-        fields = _UPDATE_FIELDS[model, names] = [
+    found = _UPDATE_FIELDS.get((model, names))
+    if found is None:
+        named = [
             f
             for f in meta.local_concrete_fields
             if not f.primary_key and not f.generated and (f.name in names or f.attname in names)
         ]
+        found = _UPDATE_FIELDS[model, names] = (named, tuple(f.attname for f in named))
+    fields, attnames = found
     if len(fields) != len(names):  # an unknown name: save() says which
         obj.save(update_fields=update_fields, using=using)
         return
-    values = [f.pre_save(obj, False) for f in fields]
-    if any(hasattr(v, "resolve_expression") or hasattr(v, "prepare_database_save") for v in values):
-        obj.save(update_fields=update_fields, using=using)
-        return
     connection = connections[using]
-    pairs = list(zip(fields, values, strict=True))
-    prepped = [f.get_db_prep_save(v, connection=connection) for f, v in pairs]
-    if any(hasattr(v, "as_sql") for v in prepped):
-        obj.save(update_fields=update_fields, using=using)
-        return
-    shape = (model, tuple(f.attname for f in fields), tuple(v is None for v in prepped))
+    # One pass over the columns: each value as the save takes it, then as it is sent; an
+    # expression, a model instance or SQL of a field's own is the save's to handle.
+    values, prepped = [], []
+    for f in fields:
+        value = f.pre_save(obj, False)
+        if hasattr(value, "resolve_expression") or hasattr(value, "prepare_database_save"):
+            obj.save(update_fields=update_fields, using=using)
+            return
+        sent = f.get_db_prep_save(value, connection=connection)
+        if hasattr(sent, "as_sql"):
+            obj.save(update_fields=update_fields, using=using)
+            return
+        values.append(value)
+        prepped.append(sent)
+    shape = (model, attnames, tuple(v is None for v in prepped))
     cache = _per_connection(_UPDATES, using, connection)
     sql = cache.get(shape)
     pk = meta.pk
     if sql is None:
         query = UpdateQuery(model)
-        query.add_update_fields([(f, None, v) for f, v in pairs])
+        query.add_update_fields([(f, None, v) for f, v in zip(fields, values, strict=True)])
         query.add_q(Q(pk=obj.pk))
         sql, params = query.get_compiler(using).as_sql()
         if len(params) != sum(v is not None for v in prepped) + 1:  # not the expected shape
@@ -369,16 +376,21 @@ def insert_row(obj: Model, using: str = "default") -> None:
             any(hasattr(f, "get_placeholder") for f in written),
         )
     fields, placeholders = found
-    values = [f.pre_save(obj, True) for f in fields]
-    if placeholders or any(hasattr(v, "resolve_expression") for v in values):
+    if placeholders:
         obj.save(using=using)
         return
-    params = [
-        f.get_db_prep_save(v, connection=connection) for f, v in zip(fields, values, strict=True)
-    ]
-    if any(hasattr(v, "as_sql") for v in params):
-        obj.save(using=using)
-        return
+    # One pass over the columns, as in `save_columns`.
+    params = []
+    for f in fields:
+        value = f.pre_save(obj, True)
+        if hasattr(value, "resolve_expression"):
+            obj.save(using=using)
+            return
+        sent = f.get_db_prep_save(value, connection=connection)
+        if hasattr(sent, "as_sql"):
+            obj.save(using=using)
+            return
+        params.append(sent)
     cache = _per_connection(_INSERTS, using, connection)
     compiled = cache.get(model)
     if compiled is None:
@@ -535,7 +547,9 @@ def _send(using: str, batch: list[_Write]) -> None:
     parts = ", ".join(f'"lw{i}" AS ({w.sql})' for i, w in enumerate(writes))
     picks = ", ".join(f'(SELECT {w.pick} FROM "lw{i}")' for i, w in enumerate(writes))
     sql = f"WITH {parts} SELECT {picks}"
-    params = [p for w in writes for p in w.params]
+    params: list[Any] = []
+    for w in writes:
+        params += w.params
     try:
         with transaction.mark_for_rollback_on_error(using), hot_cursor(using) as cursor:
             cursor.execute(sql, params)
