@@ -136,6 +136,27 @@ def test_save_columns_sends_the_update_save_sends(agent_row, make_task):
         save_columns(gone, ["goal"])
 
 
+def test_an_expression_is_saved_by_djangos_save(agent_row, make_task):
+    """A value that is an expression (or SQL of a field's own) is Django's to write: the
+    prepared save and insert fall back to `save`, which resolves it in the statement."""
+    from django.db.models import F, Value
+
+    from agents.models import Event, Task
+    from agents.prepared import insert_row, save_columns
+
+    task = make_task()
+    Task.objects.filter(pk=task.pk).update(model_calls=4)
+    task.model_calls = F("model_calls") + 1
+    task.retries = 2
+    save_columns(task, ["model_calls", "retries"])
+    row = Task.objects.filter(pk=task.pk).values("model_calls", "retries").get()
+    assert row == {"model_calls": 5, "retries": 2}
+
+    event = Event(task=task, kind=Value("note"), actor="agent:a")
+    insert_row(event)
+    assert Event.objects.get(pk=event.pk).kind == "note"
+
+
 def _a_tool_call(task, agent_row):
     _task, call, outcome = runner.tool_call_request(
         task_id=task.pk, agent=agent_row, tool="search", args={"q": 1}, effect=terms.READ
