@@ -239,6 +239,27 @@ def _per_connection(store: threading.local, using: str, connection: Any) -> dict
     return cache
 
 
+def _values_sent(
+    obj: Model, fields: list[Field], connection: Any, *, adding: bool
+) -> tuple[list[Any], list[Any]] | None:
+    """Each field's value as the save takes it (`pre_save`) and as it is sent, in one pass; None
+    when one of them is the save's own to write: an expression, SQL of a field's own, or, in an
+    UPDATE, a model instance (Django's UPDATE asks it for its value; its INSERT does not)."""
+    values, sent = [], []
+    for f in fields:
+        value = f.pre_save(obj, adding)
+        if hasattr(value, "resolve_expression") or (
+            not adding and hasattr(value, "prepare_database_save")
+        ):
+            return None
+        prepared = f.get_db_prep_save(value, connection=connection)
+        if hasattr(prepared, "as_sql"):
+            return None
+        values.append(value)
+        sent.append(prepared)
+    return values, sent
+
+
 _UPDATES = threading.local()
 # The fields of each (model, set of names) an update names, and their columns' names, found once.
 _UPDATE_FIELDS: dict[tuple[type[Model], frozenset[str]], tuple[list[Field], tuple[str, ...]]] = {}
@@ -275,20 +296,11 @@ def save_columns(obj: Model, update_fields: list[str], using: str = "default") -
         obj.save(update_fields=update_fields, using=using)
         return
     connection = connections[using]
-    # One pass over the columns: each value as the save takes it, then as it is sent; an
-    # expression, a model instance or SQL of a field's own is the save's to handle.
-    values, prepped = [], []
-    for f in fields:
-        value = f.pre_save(obj, False)
-        if hasattr(value, "resolve_expression") or hasattr(value, "prepare_database_save"):
-            obj.save(update_fields=update_fields, using=using)
-            return
-        sent = f.get_db_prep_save(value, connection=connection)
-        if hasattr(sent, "as_sql"):
-            obj.save(update_fields=update_fields, using=using)
-            return
-        values.append(value)
-        prepped.append(sent)
+    taken = _values_sent(obj, fields, connection, adding=False)
+    if taken is None:
+        obj.save(update_fields=update_fields, using=using)
+        return
+    values, prepped = taken
     shape = (model, attnames, tuple(v is None for v in prepped))
     cache = _per_connection(_UPDATES, using, connection)
     sql = cache.get(shape)
@@ -379,18 +391,11 @@ def insert_row(obj: Model, using: str = "default") -> None:
     if placeholders:
         obj.save(using=using)
         return
-    # One pass over the columns, as in `save_columns`.
-    params = []
-    for f in fields:
-        value = f.pre_save(obj, True)
-        if hasattr(value, "resolve_expression"):
-            obj.save(using=using)
-            return
-        sent = f.get_db_prep_save(value, connection=connection)
-        if hasattr(sent, "as_sql"):
-            obj.save(using=using)
-            return
-        params.append(sent)
+    taken = _values_sent(obj, fields, connection, adding=True)
+    if taken is None:
+        obj.save(using=using)
+        return
+    params = taken[1]
     cache = _per_connection(_INSERTS, using, connection)
     compiled = cache.get(model)
     if compiled is None:
