@@ -98,7 +98,7 @@ class Floor(TokenCheckedByLock, APIView):
         except ValueError:
             task_id = None
         if task_id is None:
-            raise BadInput("Send {\"task\": \"<a task id>\"}.", code="INVALID_FIELDS")
+            raise BadInput('Send {"task": "<a task id>"}.', code="INVALID_FIELDS")
         claim = claim_of(request)
         if claim is None:  # (only the decisions' authentication gives one)
             raise NotFound("No such task.", code="TASK_NOT_FOUND")

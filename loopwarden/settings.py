@@ -259,10 +259,21 @@ SPECTACULAR_SETTINGS = {
         "ReasonEnum": "agents.guard.terms.REASONS",
         "DecisionEnum": "agents.guard.terms.DECISIONS",
         # One decision or row type each: the variants of the oneOf answers.
-        **{f"{value.title().replace('_', '')}Enum": [value] for value in (
-            "ALLOW", "EXECUTE", "REUSE", "BLOCK", "WAIT", "STOP", "CONTINUE",
-            "model_call", "tool_call", "event",
-        )},
+        **{
+            f"{value.title().replace('_', '')}Enum": [value]
+            for value in (
+                "ALLOW",
+                "EXECUTE",
+                "REUSE",
+                "BLOCK",
+                "WAIT",
+                "STOP",
+                "CONTINUE",
+                "model_call",
+                "tool_call",
+                "event",
+            )
+        },
     },
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

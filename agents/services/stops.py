@@ -33,8 +33,13 @@ notification_due = Signal()
 
 
 def record_stop(
-    task: Task, state: terms.TaskState, now: datetime, *,
-    actor: str, actor_user=None, note: str = "",
+    task: Task,
+    state: terms.TaskState,
+    now: datetime,
+    *,
+    actor: str,
+    actor_user=None,
+    note: str = "",
 ) -> None:
     """The task just became terminal (`state` is the core's answer): store the report once,
     close the phase, log the stop, save the row, and notify on commit when the stop needs it.
@@ -48,19 +53,24 @@ def record_stop(
     task.ended_at = now
     update_rows(
         Phase.objects.filter(task=task, number=task.phase),
-        ended_at=now, end_state=task.state, end_reason=task.reason, report=report,
+        ended_at=now,
+        end_state=task.state,
+        end_reason=task.reason,
+        report=report,
     )
-    insert_row(Event(
-        task=task,
-        agent_id=task.agent_id,
-        kind="task_stopped" if task.state != terms.COMPLETED else "task_completed",
-        phase=task.phase,
-        actor=actor,
-        actor_user=actor_user,
-        reason=note or task.reason,
-        code=terms.REASON_CODES.get(task.reason) or "",
-        detail={"state": task.state, "reason": task.reason},
-    ))
+    insert_row(
+        Event(
+            task=task,
+            agent_id=task.agent_id,
+            kind="task_stopped" if task.state != terms.COMPLETED else "task_completed",
+            phase=task.phase,
+            actor=actor,
+            actor_user=actor_user,
+            reason=note or task.reason,
+            code=terms.REASON_CODES.get(task.reason) or "",
+            detail={"state": task.state, "reason": task.reason},
+        )
+    )
     save_task(task)
     _notify_on_commit(task)
 

@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
 def manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """Run manage.py with a production environment: nothing inherited but PATH and HOME."""
     base = {
@@ -42,11 +43,7 @@ def warnings_in(output: str) -> list[str]:
     """The lines of a system check report that name a check (`(app.W001)`, `(security.W004)`).
 
     Every one counts, drf-spectacular's schema warnings (operationId collisions) included."""
-    return [
-        line
-        for line in output.splitlines()
-        if re.search(r"\(\w+\.[WEC]\d+\)", line)
-    ]
+    return [line for line in output.splitlines() if re.search(r"\(\w+\.[WEC]\d+\)", line)]
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,9 @@ def test_without_the_switch_no_benchmark_route_and_no_developer_commands(env):
 
 def test_with_the_switch_the_route_and_the_commands_are_there(env):
     assert probe({**env, "LOOPWARDEN_DEVTOOLS": "true"}) == [
-        "devtools-bench-baseline", "api-unrouted", ",".join(DEV_COMMANDS)
+        "devtools-bench-baseline",
+        "api-unrouted",
+        ",".join(DEV_COMMANDS),
     ]
 
 
@@ -62,7 +64,8 @@ def test_the_floor_is_routed_in_the_benchs_own_server_only(env):
     """The floor writes trace rows whatever the task's state: not in `./dev run`'s server,
     which has the developer tools on but is not the bench's."""
     assert probe({**env, "LOOPWARDEN_DEVTOOLS": "true", "LOOPWARDEN_BENCH": "true"})[:2] == [
-        "devtools-bench-baseline", "devtools-bench-floor"
+        "devtools-bench-baseline",
+        "devtools-bench-floor",
     ]
 
 

@@ -55,7 +55,10 @@ def test_every_endpoint_is_documented(route):
 @pytest.mark.parametrize(
     "word",
     [
-        *terms.DECISIONS, *terms.TASK_STATES, *terms.OPERATION_STATES, *terms.RESULT_KINDS,
+        *terms.DECISIONS,
+        *terms.TASK_STATES,
+        *terms.OPERATION_STATES,
+        *terms.RESULT_KINDS,
         terms.BLOCK_CODE,
     ],
 )

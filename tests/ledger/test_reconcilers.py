@@ -41,7 +41,9 @@ def test_committed_is_applied_as_an_automatic_reconciliation(unknown, reconciler
     assert (unknown.state, unknown.result) == (terms.OP_COMMITTED, {"id": "inv_1"})
     row = Reconciliation.objects.get(operation=unknown)
     assert (row.verdict, row.previous_state, row.automatic) == (
-        terms.OP_COMMITTED, terms.UNKNOWN, True
+        terms.OP_COMMITTED,
+        terms.UNKNOWN,
+        True,
     )
     assert row.actor == "reconciler:send_invoice"
     assert row.evidence["answer"]["state"] == "committed"

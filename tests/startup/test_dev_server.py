@@ -65,7 +65,12 @@ def test_dev_run_serves_static_files_and_a_kept_alive_tool_call(dev_server):
         task = client.create_task("dev server: one tool call")["id"]
         for step in range(3):
             call = client.request_tool(task, "search", {"q": f"step {step}"})
-            answer = client.report_result(task, call["tool_call"], "SUCCESS", data={"step": step},
-                                          evidence={"revision": step + 1, "done": False})
+            answer = client.report_result(
+                task,
+                call["tool_call"],
+                "SUCCESS",
+                data={"step": step},
+                evidence={"revision": step + 1, "done": False},
+            )
 
             assert call["decision"] == "EXECUTE" and answer["decision"] == "CONTINUE"

@@ -47,8 +47,6 @@ class Script:
                for i, (name, args) in enumerate(turn)}  # fmt: skip
 
 
-
-
 def guarded(turns: list[Any], tools: Tools, session: Any) -> tuple[Script, Agent, Any]:
     script = Script(turns)
     capability = LoopwardenCapability(session, tools=PAY)

@@ -118,19 +118,41 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--agents", default="8,32",
-                            help="concurrent simulated agents, one throughput phase per count")
+        parser.add_argument(
+            "--agents",
+            default="8,32",
+            help="concurrent simulated agents, one throughput phase per count",
+        )
         parser.add_argument("--soak-agents", type=int, default=32, help="agents in the soak")
-        parser.add_argument("--soak-decisions", type=int, default=6000,
-                            help="decisions the soak makes in all (0: no soak)")
-        parser.add_argument("--pairs", type=int, default=50,
-                            help="tool request + result pairs per keep-alive measure")
-        parser.add_argument("--quick", action="store_true",
-                            help="a bounded run: 5 s phases, short traces, a small soak")
-        parser.add_argument("--seconds", type=float, default=10.0,
-                            help="throughput phase: seconds of decisions, and of the baseline")
-        parser.add_argument("--slices", type=int, default=5,
-                            help="alternating slices the throughput phase is cut into")
+        parser.add_argument(
+            "--soak-decisions",
+            type=int,
+            default=6000,
+            help="decisions the soak makes in all (0: no soak)",
+        )
+        parser.add_argument(
+            "--pairs",
+            type=int,
+            default=50,
+            help="tool request + result pairs per keep-alive measure",
+        )
+        parser.add_argument(
+            "--quick",
+            action="store_true",
+            help="a bounded run: 5 s phases, short traces, a small soak",
+        )
+        parser.add_argument(
+            "--seconds",
+            type=float,
+            default=10.0,
+            help="throughput phase: seconds of decisions, and of the baseline",
+        )
+        parser.add_argument(
+            "--slices",
+            type=int,
+            default=5,
+            help="alternating slices the throughput phase is cut into",
+        )
         parser.add_argument(
             "--database-url",
             default="postgres://postgres@127.0.0.1:5432/loopwarden_bench",
@@ -143,8 +165,12 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="INFO", help="the server's LOG_LEVEL")
         parser.add_argument("--trace-length", type=int, default=5000, help="the long trace")
         parser.add_argument("--samples", type=int, default=100, help="rounds per trace length")
-        parser.add_argument("--threshold-samples", type=int, default=200,
-                            help="tool requests with and without a near-duplicate threshold")
+        parser.add_argument(
+            "--threshold-samples",
+            type=int,
+            default=200,
+            help="tool requests with and without a near-duplicate threshold",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         url = opts["database_url"]
@@ -337,8 +363,9 @@ class Command(BaseCommand):
             busy = f"{run.cpu.busy / run.cpu.total:.0%} ({run.cpu.steal / run.cpu.total:.0%})"
             out(f"{label:<30}" + "".join(f"{ms:>10.2f}" for ms in per_request[label])
                 + f"{busy:>25}")  # fmt: skip
-        mine, base = per_request.get("guard decisions (all)"), per_request.get(
-            "baseline: 1-row UPDATE"
+        mine, base = (
+            per_request.get("guard decisions (all)"),
+            per_request.get("baseline: 1-row UPDATE"),
         )
         if mine and base:
             out(f"{'decisions / baseline':<30}" + "".join(
@@ -348,7 +375,11 @@ class Command(BaseCommand):
                 f"over the decisions'): {base[-1] / mine[-1]:.2f}")  # fmt: skip
 
     def trace_length_table(
-        self, opts: dict[str, Any], title: str, short: Samples, long: Samples,
+        self,
+        opts: dict[str, Any],
+        title: str,
+        short: Samples,
+        long: Samples,
         one_by_one: Samples | None,
     ) -> None:
         """Decisions at 10 and at `trace_length` prior calls, their ratio per kind, and (when
@@ -1267,14 +1298,22 @@ def counter_differences(task_ids: list[str]) -> list[str]:
 
     differences = []
     for task in Task.objects.using(ALIAS).filter(pk__in=task_ids):
-        calls = ModelCall.objects.using(ALIAS).filter(task=task).aggregate(
-            allowed=Count("id", filter=Q(decision=terms.ALLOW)),
-            tokens=Sum("prompt_tokens", default=0) + Sum("completion_tokens", default=0),
-            cost=Sum("cost", default=Decimal(0)),
+        calls = (
+            ModelCall.objects.using(ALIAS)
+            .filter(task=task)
+            .aggregate(
+                allowed=Count("id", filter=Q(decision=terms.ALLOW)),
+                tokens=Sum("prompt_tokens", default=0) + Sum("completion_tokens", default=0),
+                cost=Sum("cost", default=Decimal(0)),
+            )
         )
-        tools = ToolCall.objects.using(ALIAS).filter(task=task).aggregate(
-            requests=Count("id", filter=~Q(decision=terms.STOP)),
-            executions=Count("id", filter=Q(decision=terms.EXECUTE)),
+        tools = (
+            ToolCall.objects.using(ALIAS)
+            .filter(task=task)
+            .aggregate(
+                requests=Count("id", filter=~Q(decision=terms.STOP)),
+                executions=Count("id", filter=Q(decision=terms.EXECUTE)),
+            )
         )
         expected = {
             "model_calls": calls["allowed"], "tokens_used": calls["tokens"],

@@ -136,7 +136,9 @@ def step_targets(module_name: str, attribute: str) -> list[tuple[Any, str]]:
         return [
             (module, name)
             for name, value in vars(module).items()
-            if callable(value) and not isinstance(value, type) and not name.startswith("_")
+            if callable(value)
+            and not isinstance(value, type)
+            and not name.startswith("_")
             and getattr(value, "__module__", "").startswith(module_name.rsplit(".", 1)[0])
         ]
     owner: Any = module
@@ -208,8 +210,13 @@ class Command(BaseCommand):
         url = opts["database_url"]
         bench.check_database_url(url)
         bench.prepare_database(url)
-        return {**os.environ, "DATABASE_URL": url, **bench.server_env(
-            os.environ.get("DB_CONN_MAX_AGE", "60"), os.environ.get("LOG_LEVEL", "INFO"))}
+        return {
+            **os.environ,
+            "DATABASE_URL": url,
+            **bench.server_env(
+                os.environ.get("DB_CONN_MAX_AGE", "60"), os.environ.get("LOG_LEVEL", "INFO")
+            ),
+        }
 
     def run_child(self, opts: dict[str, Any]) -> None:
         url = opts["database_url"]
@@ -315,10 +322,14 @@ class Command(BaseCommand):
         out = self.stdout.write
         out(f"where the server's CPU goes, in one process ({vendor}; Django's WSGI handler "
             "called by the thin client, no gunicorn, no network):")  # fmt: skip
-        out(f"  requests: {counts['decisions']} decisions (the bench's rounds, task creations "
-            f"and finishes included), {counts['baseline']} baseline, {counts['floor']} floor")
-        out("  ms of CPU per request spent in each step and not in a step inside it; "
-            "(n): calls per request")
+        out(
+            f"  requests: {counts['decisions']} decisions (the bench's rounds, task creations "
+            f"and finishes included), {counts['baseline']} baseline, {counts['floor']} floor"
+        )
+        out(
+            "  ms of CPU per request spent in each step and not in a step inside it; "
+            "(n): calls per request"
+        )
         head = f"{'step':<38}" + "".join(f"{w:>16}" for w in WORKLOADS)
         out(head)
         out("-" * len(head))
@@ -346,8 +357,10 @@ class Command(BaseCommand):
                 for v, w in zip(values, WORKLOADS, strict=True)
             ).rstrip())  # fmt: skip
         server = [spent[w][0] * 1000 / counts[w] for w in WORKLOADS]
-        out(f"the server's CPU per decision: {server[0] / server[1]:.2f}x the baseline's, "
-            f"{server[0] / server[2]:.2f}x the floor's")
+        out(
+            f"the server's CPU per decision: {server[0] / server[1]:.2f}x the baseline's, "
+            f"{server[0] / server[2]:.2f}x the floor's"
+        )
 
     def report_database(self, database: dict[str, DatabaseSide], counts: dict[str, int]) -> None:
         out = self.stdout.write
