@@ -9,8 +9,13 @@ view records reports (see `agents.storable`): no endpoint checks it on its own.
 
 from __future__ import annotations
 
+import codecs
+import math
+
 from django.conf import settings
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+from rest_framework.utils import json
 
 from agents import storable
 from agents.errors import BadInput
@@ -22,6 +27,15 @@ class BodyTooDeep(BadInput):
 
 class UnsupportedText(BadInput):
     code = "UNSUPPORTED_TEXT"
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when no float holds it (`1e999` reads as infinity,
+    which neither database's JSON accepts), as DRF refuses the literals NaN and Infinity."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"Out of range float values are not JSON compliant: {text}")
+    return value
 
 
 def _too_deep(path: str, limit: int) -> BodyTooDeep:
@@ -40,8 +54,16 @@ class GuardedJSONParser(JSONParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         limit = settings.LOOPWARDEN_MAX_JSON_DEPTH
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
-            data = super().parse(stream, media_type, parser_context)
+            # DRF's JSONParser.parse, with the numbers checked too.
+            data = json.load(
+                codecs.getreader(encoding)(stream),
+                parse_constant=json.strict_constant,
+                parse_float=_finite,
+            )
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
         except RecursionError:
             # The decoder nests a C call per level; far past the limit it gives up first.
             raise _too_deep("body", limit) from None

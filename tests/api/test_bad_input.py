@@ -246,3 +246,40 @@ def test_it_does_not_answer_400_to_an_unknown_result_kind(agent_api, running):
 
     assert response.status_code == 200
     assert (response.body["decision"], response.body["reason"]) == ("STOP", "bad_result")
+
+
+# A number JSON can write but no float holds: Python reads `1e999` as infinity, which neither
+# database's JSON accepts. Refused as the literals NaN and Infinity are (MALFORMED_JSON), on
+# every endpoint, reports included: the sender can send the number as text.
+OVERFLOWING_NUMBERS = [
+    ("tool-calls", '{"tool": "search", "args": {"a": 1e999}, "effect": "read"}'),
+    ("tool-calls", '{"tool": "search", "args": {"a": [-1e400]}, "effect": "read"}'),
+    ("usage", '{"prompt_tokens": 1, "completion_tokens": 1, '
+              '"tool_calls": [{"name": "a", "args": {"x": 1e999}}]}'),
+    ("result", '{"kind": "SUCCESS", "data": {"amount": 1e999}}'),
+    ("result", '{"kind": "SUCCESS", "data": {"a": 1}, "evidence": {"revision": 1e999}}'),
+    ("finish", '{"evidence": {"revision": 1e999, "done": true}}'),
+    ("model-calls", '{"est_prompt_tokens": 1e999}'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "body"), OVERFLOWING_NUMBERS, ids=[f"{e} {b}" for e, b in OVERFLOWING_NUMBERS]
+)
+def test_it_refuses_a_number_no_float_holds_and_changes_nothing(agent_api, running, endpoint, body):
+    before, counts = snapshot(agent_api, running["id"]), row_counts()
+
+    error = assert_bad_request(send(agent_api, runner_path(running, endpoint), body))
+
+    assert error["code"] == "MALFORMED_JSON"
+    assert snapshot(agent_api, running["id"]) == before
+    assert row_counts() == counts
+
+
+def test_a_large_number_a_float_holds_is_still_accepted(agent_api, running):
+    body = '{"tool": "search", "args": {"a": 1e308, "b": -1.5e-300}, "effect": "read"}'
+
+    answer = send(agent_api, runner_path(running, "tool-calls"), body)
+
+    assert answer.status_code == 200, answer.body
+    assert answer.body["decision"] == "EXECUTE"
