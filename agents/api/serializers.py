@@ -206,9 +206,10 @@ class ToolRequestIn(Strict):
 class ToolResultIn(Strict):
     shared_fields = True
 
-    # `kind` is any string: an unknown kind is not a 400, the tool ran and its call must close.
+    # `kind` is any string, blank or long included: an unknown kind is not a 400, the tool ran
+    # and its call must close (the call keeps the kind's first 32 characters).
     kind = StrictStr(
-        max_length=32,
+        allow_blank=True,
         help_text="SUCCESS, RETRYABLE, PENDING, PRECONDITION, FATAL or NO_RESULT. Any other "
         "value is accepted and stops the task with bad_result: the tool ran, its call closes.",
     )
