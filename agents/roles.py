@@ -10,6 +10,8 @@ OPERATOR_PERMS = [
     "agents.stop_task",
     "agents.resume_task",
     "agents.view_agent",
+    # The kill switch: the people watching the tasks stop a runaway agent without an admin.
+    "agents.pause_agent",
     "agents.view_limitprofile",
     "agents.view_event",
     "ledger.view_operation",
@@ -20,7 +22,6 @@ ADMIN_PERMS = OPERATOR_PERMS + [
     "agents.add_limitprofile",
     "agents.change_limitprofile",
     "agents.delete_limitprofile",
-    "agents.pause_agent",
     "agents.manage_tokens",
     "agents.add_agent",
     "agents.change_agent",

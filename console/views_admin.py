@@ -146,8 +146,10 @@ def _agents_page(request, status: int = 200, **override):
     return render(request, "console/agents.html", {"cards": cards}, status=status)
 
 
-@console_view(access.CHANGE_AGENT)
+@console_view(access.VIEW_AGENT)
 def agents_index(request):
+    """Every agent's card; what a card offers follows the user's permissions (operators: the
+    kill switch; admins: also tokens and allowed profiles)."""
     return _agents_page(request)
 
 

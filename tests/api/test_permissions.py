@@ -1,5 +1,6 @@
-"""Who may do what: agents run their own tasks, operators stop/reconcile/resume, admins also
-set limits, pause agents and manage profiles; a user without a role may do nothing."""
+"""Who may do what: agents run their own tasks, operators stop/reconcile/resume and pause
+agents (the kill switch), admins also set limits and manage profiles; a user without a role
+may do nothing."""
 
 from __future__ import annotations
 
@@ -113,7 +114,6 @@ def test_it_refuses_admin_actions_to_an_operator(operator_api, stopped_task):
 
     for method, path, body in [
         ("patch", f"tasks/{task_id}/limits", {"max_model_calls": 50}),
-        ("post", "agents/agent-a/pause", {"reason": "x"}),
         ("post", "profiles", {"name": "new-profile"}),
         ("patch", "profiles/existing", {"max_model_calls": 3}),
         ("delete", "profiles/existing", None),
@@ -151,3 +151,23 @@ def test_it_lets_an_agent_see_only_its_own_tasks(agent_api, other_agent_api, ope
     assert listed == {ours["id"], theirs["id"]}
     filtered = operator_api.get("tasks?agent=agent-b").body["tasks"]
     assert [t["id"] for t in filtered] == [theirs["id"]]
+
+
+def test_an_operator_pulls_and_lifts_the_agent_kill_switch(operator_api, agent_api):
+    """DESIGN lists pause and unpause among the operator endpoints: the people watching the
+    tasks at night can stop a runaway agent without an admin."""
+    task = new_task(agent_api)
+
+    paused = operator_api.post("agents/agent-a/pause", {"reason": "runaway spend"})
+
+    assert paused.status_code == 200, paused.body
+    assert paused.body["paused"] is True
+    assert gate_state(agent_api, task["id"]) == ("STOP", "agent_paused")
+    unpaused = operator_api.post("agents/agent-a/unpause", {"reason": "fixed"})
+    assert unpaused.status_code == 200, unpaused.body
+    assert Agent.objects.get(name="agent-a").paused is False
+
+
+def gate_state(api, task_id):
+    answer = api.post(f"tasks/{task_id}/model-calls", {})
+    return answer.body["decision"], answer.body.get("reason")

@@ -44,10 +44,10 @@ ROUTES = [
     ("get", lambda w: f"/limits/profiles/{w.profile.name}/", ADMIN, None),
     ("post", lambda w: f"/limits/profiles/{w.profile.name}/", ADMIN,
      lambda w: {"max_model_calls": "9"}),
-    ("get", lambda w: "/agents/", ADMIN, None),
-    ("post", lambda w: f"/agents/{w.agent.name}/pause/", ADMIN,
+    ("get", lambda w: "/agents/", OPERATOR, None),
+    ("post", lambda w: f"/agents/{w.agent.name}/pause/", OPERATOR,
      lambda w: {f"pause-{w.agent.name}-reason": "r"}),
-    ("post", lambda w: f"/agents/{w.agent.name}/unpause/", ADMIN,
+    ("post", lambda w: f"/agents/{w.agent.name}/unpause/", OPERATOR,
      lambda w: {f"pause-{w.agent.name}-reason": "r"}),
     ("post", lambda w: f"/agents/{w.agent.name}/tokens/", ADMIN, lambda w: {}),
     ("post", lambda w: f"/agents/{w.agent.name}/tokens/{w.token.pk}/revoke/", ADMIN, lambda w: {}),
@@ -123,7 +123,7 @@ def test_an_operator_sees_no_admin_links(as_operator, world):
     page = as_operator.get("/").content.decode()
     assert 'href="/reconcile/"' in page
     assert 'href="/limits/"' not in page
-    assert 'href="/agents/"' not in page
+    assert 'href="/agents/"' in page  # the kill switch is theirs too
     detail = as_operator.get(f"/tasks/{world.task.pk}/").content.decode()
     assert f"/tasks/{world.task.pk}/limits/" not in detail
 

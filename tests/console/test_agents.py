@@ -1,4 +1,5 @@
-"""Agents (admins): spend today, running tasks, the kill switch, tokens issued once and revoked."""
+"""Agents: spend today, running tasks, the kill switch (operators too), tokens issued once and
+revoked, allowed profiles (admins)."""
 
 from __future__ import annotations
 
@@ -112,12 +113,12 @@ def test_a_token_of_another_agent_is_404(as_admin, agent, make_agent):
     assert other.revoked_at is None
 
 
-def test_an_operator_may_not_pause_or_issue(as_operator, agent):
-    assert as_operator.post("/agents/agent-a/pause/", {PAUSE: "x"}).status_code == 403
+def test_an_operator_may_not_issue_tokens_or_grant_profiles(as_operator, agent):
     assert as_operator.post("/agents/agent-a/tokens/", {}).status_code == 403
-    agent.refresh_from_db()
-    assert agent.paused is False
+    profiles = {"profiles-agent-a-reason": "x"}
+    assert as_operator.post("/agents/agent-a/profiles/", profiles).status_code == 403
     assert ApiToken.objects.filter(agent=agent).count() == 1
+    assert not agent.allowed_profiles.exists()
 
 
 def test_an_admin_grants_profiles_on_the_agents_page(as_admin, agent):
@@ -145,3 +146,16 @@ def test_an_operator_cannot_grant_profiles(as_operator, agent):
     )
     assert response.status_code == 403
     assert not agent.allowed_profiles.exists()
+
+
+def test_an_operator_pauses_an_agent_but_sees_no_tokens_or_profiles(as_operator, looping_task):
+    page = as_operator.get("/agents/").content.decode()
+    assert 'id="agent-agent-a"' in page
+    assert "Pause every task" in page
+    assert "API tokens" not in page and "Save allowed profiles" not in page
+
+    response = as_operator.post("/agents/agent-a/pause/", {PAUSE: "runaway spend"})
+
+    assert response.status_code == 303
+    looping_task.agent.refresh_from_db()
+    assert looping_task.agent.paused is True
