@@ -16,6 +16,11 @@ its count). A worker that holds more leaves a waiting connection to one that hol
 and takes it itself only once it has waited `ACCEPT_SPACING_MS` (10 ms): a connection never
 waits longer than that for a worker with fewer connections to get to it, and the least loaded
 worker takes one at once, so clients that open a connection per request are not slowed.
+
+It also says `Connection: close` on an answer that leaves more of its request's body unread
+than gunicorn will drain (`_closing_when_body_left`): a body over the size limit is refused
+before it is read (413), and gunicorn, which drains at most 64 KiB of what an application left,
+otherwise answered "keep-alive" and then closed the connection under the client's next request.
 Everything else is gunicorn's worker as it is.
 """
 
@@ -27,6 +32,7 @@ import select
 import struct
 import time
 
+from gunicorn.http import parser as _gunicorn_parser
 from gunicorn.workers.gthread import ThreadWorker
 
 from loopwarden.env import env_int
@@ -43,6 +49,36 @@ _TABLE = mmap.mmap(-1, SLOTS * _SLOT.size)
 _TABLE_READS_SECONDS = 0.001  # how often a worker leaving a connection to others reads it
 
 
+# What gunicorn drains of a body an application left unread before it serves the next request
+# on the connection (gunicorn 23+; 64 KiB).
+_DRAINED_BYTES = getattr(_gunicorn_parser, "_DRAIN_MAX_BYTES", 64 * 1024)
+
+
+def _left_unread(environ: dict) -> int:
+    """The bytes of the request's body nobody read yet (0 when gunicorn does not say)."""
+    reader = getattr(environ.get("wsgi.input"), "reader", None)
+    left = getattr(reader, "length", 0)  # a Content-Length body's reader counts down
+    return left if isinstance(left, int) else 0
+
+
+def _closing_when_body_left(app):
+    """`app`, whose answer closes the connection when more of the request's body is left than
+    gunicorn drains: the client then sends its next request on a new connection instead of
+    one the server is about to close."""
+
+    def closing(environ, start_response):
+        def start(status, headers, exc_info=None):
+            if _left_unread(environ) > _DRAINED_BYTES:
+                answer = getattr(start_response, "__self__", None)  # gunicorn's Response
+                if hasattr(answer, "force_close"):
+                    answer.force_close()
+            return start_response(status, headers, exc_info)
+
+        return app(environ, start)
+
+    return closing
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -54,6 +90,10 @@ def _alive(pid: int) -> bool:
 
 
 class SpreadingThreadWorker(ThreadWorker):
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        self.wsgi = _closing_when_body_left(self.wsgi)
+
     def init_process(self) -> None:
         self.slot = self.age % SLOTS
         self.pending_since: float | None = None  # since when a connection waits for another
