@@ -84,6 +84,28 @@ def decode_text(text: str) -> str:
     return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text[len(ENCODED_PREFIX) :])
 
 
+def sent_length(text: str) -> int:
+    """How many characters `text` had as sent (before `encode_text`)."""
+    return len(decode_text(text))
+
+
+def fit(text: str, limit: int) -> str:
+    """Stored text no longer than `limit` characters: `text` itself when it fits, else the
+    encoding of the longest start of the text as sent whose encoding fits. A report whose text
+    fits its limit as sent is never refused for its encoding's length (each NUL or surrogate
+    takes six characters encoded); a column holds as much of it as it can."""
+    if len(text) <= limit:
+        return text
+    sent = decode_text(text)
+    end = min(len(sent), limit)
+    while end > 0:
+        stored = encode_text(sent[:end])
+        if len(stored) <= limit:
+            return stored
+        end -= max(1, (len(stored) - limit) // 6)  # an encoded character is 1 to 6 long
+    return ""
+
+
 def _child(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"

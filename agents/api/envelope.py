@@ -32,7 +32,15 @@ from rest_framework.fields import (
     empty,
 )
 
-from agents.api.fields import NOT_BLANK, AnyJSON, JSONObject, StrictInt, StrictStr
+from agents import storable
+from agents.api.fields import (
+    NOT_BLANK,
+    AnyJSON,
+    JSONObject,
+    SentMaxLengthValidator,
+    StrictInt,
+    StrictStr,
+)
 from agents.text import blank
 
 # NUL and lone surrogates: what DRF's CharField validators refuse (and storable's rule).
@@ -167,7 +175,7 @@ def _bound(field: serializers.Field, kind: type) -> Any:
 
 def _text_check(field: StrictStr) -> Callable[[Any], Any]:
     _only_validators(
-        field, MaxLengthValidator, ProhibitNullCharactersValidator,
+        field, MaxLengthValidator, SentMaxLengthValidator, ProhibitNullCharactersValidator,
         ProhibitSurrogateCharactersValidator,
     )  # fmt: skip
     if field.trim_whitespace or field.min_length is not None:
@@ -175,6 +183,9 @@ def _text_check(field: StrictStr) -> Callable[[Any], Any]:
     allow_blank = field.allow_blank
     blank_refused = NOT_BLANK in field.validators
     longest = _bound(field, MaxLengthValidator)
+    longest_sent = _bound(field, SentMaxLengthValidator)
+    if longest is not None and longest_sent is not None:
+        raise _Unknown(field.field_name)
 
     def check(value: Any) -> Any:
         if type(value) is not str:
@@ -184,6 +195,12 @@ def _text_check(field: StrictStr) -> Callable[[Any], Any]:
                 raise _Refused
             return value  # DRF returns a blank text before running validators
         if longest is not None and len(value) > longest:
+            raise _Refused
+        if (
+            longest_sent is not None
+            and len(value) > longest_sent
+            and storable.sent_length(value) > longest_sent
+        ):
             raise _Refused
         if blank_refused and blank(value):
             raise _Refused

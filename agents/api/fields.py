@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from django.core.validators import RegexValidator
+from django.core.validators import MaxLengthValidator, RegexValidator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agents import storable
 from agents.text import NOT_SPACE
 
 INT_MAX = 2_147_483_647  # PositiveIntegerField, the column most counts end up in
@@ -43,15 +44,32 @@ class StrictInt(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class SentMaxLengthValidator(MaxLengthValidator):
+    """`max_length` counted on the text as sent: a report's text the database cannot hold
+    arrives here already encoded (`agents.storable`), several characters for each one sent."""
+
+    def clean(self, x):
+        return storable.sent_length(x)
+
+
 class StrictStr(serializers.CharField):
     """Text taken as sent: never trimmed, so its length is the length the schema states.
 
-    A required text (no `allow_blank`) must hold a non-space character.
+    A required text (no `allow_blank`) must hold a non-space character. `reported=True` for
+    the text of a report (a tool result, a usage report), which is stored encoded rather than
+    refused: its `max_length` counts the characters sent, not the encoding's.
     """
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, reported: bool = False, **kwargs):
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
+        if reported:
+            self.validators = [
+                SentMaxLengthValidator(v.limit_value, message=v.message)
+                if type(v) is MaxLengthValidator
+                else v
+                for v in self.validators
+            ]
         patterned = any(isinstance(v, RegexValidator) for v in self.validators)
         if not self.allow_blank and not patterned:  # a pattern of its own says more
             self.validators.append(NOT_BLANK)

@@ -165,7 +165,9 @@ class ModelCallIn(Strict):
 
 
 class ToolCallSpec(Strict):
-    name = StrictStr(max_length=200)
+    """A tool call a model asked for, in a usage report (a report: see `StrictStr`)."""
+
+    name = StrictStr(max_length=200, reported=True)
     args = JSONObject(required=False, default=dict)
 
 
@@ -213,9 +215,9 @@ class ToolResultIn(Strict):
         help_text="SUCCESS, RETRYABLE, PENDING, PRECONDITION, FATAL or NO_RESULT. Any other "
         "value is accepted and stops the task with bad_result: the tool ran, its call closes.",
     )
-    code = StrictStr(required=False, allow_blank=True, max_length=100)
+    code = StrictStr(required=False, allow_blank=True, max_length=100, reported=True)
     data = AnyJSON(required=False, allow_null=True, help_text="The tool's result, any JSON.")
-    data_hash = StrictStr(required=False, allow_blank=True, max_length=128)
+    data_hash = StrictStr(required=False, allow_blank=True, max_length=128, reported=True)
     # Any wait is judged by the guard (past the deadline: PARTIAL/deadline), never a 400;
     # only a number no 64-bit integer holds is a bad envelope.
     wait_ms = StrictInt(
@@ -223,7 +225,7 @@ class ToolResultIn(Strict):
         help_text="How long to wait before the next attempt or poll (RETRYABLE, PENDING); a "
         "wait that reaches the deadline stops the task with deadline.",
     )  # fmt: skip
-    job_id = StrictStr(required=False, allow_blank=True, max_length=200)
+    job_id = StrictStr(required=False, allow_blank=True, max_length=200, reported=True)
     attempts = StrictInt(required=False, min_value=1, max_value=10_000, default=1)
     duration_ms = StrictInt(required=False, min_value=0)
     error = StrictStr(required=False, allow_blank=True)

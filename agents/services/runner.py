@@ -16,6 +16,7 @@ from django.db import IntegrityError
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
+from agents import storable
 from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
@@ -43,6 +44,18 @@ from agents.taskrow import (
     to_state,
 )
 from ledger import services as ledger
+
+
+def _column_size(model: Any, name: str) -> int:
+    size = model._meta.get_field(name).max_length
+    assert isinstance(size, int)
+    return size
+
+
+# The columns a result's short texts are kept in (`storable.fit` keeps what they hold).
+_RESULT_KIND = _column_size(ToolCall, "result_kind")
+_RESULT_CODE = _column_size(ToolCall, "result_code")
+_SEEN_HASH = _column_size(SeenHash, "hash")
 
 # How much of a plan or reflection the task row keeps for the repeated-output similarity rule.
 PLAN_CHARS = 2000
@@ -418,7 +431,12 @@ def tool_call_result(
                 "A result for this tool call was already reported.", code="RESULT_ALREADY_REPORTED"
             )
         limits = terms.Limits.from_dict(task.limits)
-        result = replace(result, rules=result_rules(catalog_of(task).policies.get(call.tool)))
+        result = replace(
+            result,
+            rules=result_rules(catalog_of(task).policies.get(call.tool)),
+            # A hash is kept as a row of its own: as much of it as that column holds.
+            data_hash=storable.fit(result.data_hash, _SEEN_HASH) if result.data_hash else None,
+        )
         novelty = core.progress_hash(limits, result) if not task.terminal else None
         seen_before, earlier_keys = (
             _novelty_reads(task, call, novelty) if novelty else (False, None)
@@ -435,8 +453,8 @@ def tool_call_result(
             insert_row(SeenHash(task=task, hash=novelty))
         if call.effect == terms.WRITE and call.operation_id and outcome.operation_state:
             ledger.operation_settle(task, call, outcome, now)
-        call.result_kind = result.kind[:32]
-        call.result_code = (result.code or "")[:100]
+        call.result_kind = storable.fit(result.kind, _RESULT_KIND)
+        call.result_code = storable.fit(result.code or "", _RESULT_CODE)
         call.result_data = result.data
         _record_result_keys(call, result, earlier_keys, novel=bool(novelty) and outcome.progress)
         call.result_error = result.error or ""

@@ -69,3 +69,23 @@ def test_deep_values_do_not_recurse():
         assert isinstance(decoded, list) and len(decoded) == 1
         decoded = decoded[0]
     assert decoded == "leaf\x00"
+
+
+@given(texts, st.integers(min_value=0, max_value=64))
+def test_fit_keeps_the_longest_start_of_the_sent_text_its_column_holds(text, limit):
+    stored = storable.encode_text(text)
+
+    kept = storable.fit(stored, limit)
+
+    assert len(kept) <= limit
+    sent = storable.decode_text(kept)
+    assert text.startswith(sent)
+    if len(stored) <= limit:
+        assert kept == stored
+    else:  # one more character would not fit
+        assert len(storable.encode_text(text[: len(sent) + 1])) > limit
+
+
+@given(texts)
+def test_the_sent_length_is_the_length_before_encoding(text):
+    assert storable.sent_length(storable.encode_text(text)) == len(text)

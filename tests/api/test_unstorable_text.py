@@ -16,7 +16,7 @@ import json
 import pytest
 
 from agents import storable
-from agents.models import ModelCall, ToolCall
+from agents.models import LimitProfile, ModelCall, SeenHash, ToolCall
 from ledger.models import Operation
 
 from .helpers import evidence, gate, new_task, request_tool, row_counts
@@ -299,3 +299,82 @@ def test_the_console_report_filters_answer_400_not_500(client, make_user):
     for path in ["/reports/daily/?agent=%00", "/reports/daily.csv?agent=a%00b", "/?agent=%00"]:
         response = client.get(path)
         assert response.status_code == 400, (path, response.status_code)
+
+
+# --- a report's length limits count the text as sent, not its stored encoding ---------------
+# (each NUL or surrogate takes six characters encoded, and the tag four more)
+
+
+@pytest.mark.parametrize("char", ["\x00", "\ud800"], ids=["NUL", "lone surrogate"])
+def test_a_write_result_whose_code_fits_as_sent_reaches_the_ledger(agent_api, patient_profile,
+                                                                  char):  # fmt: skip
+    task = new_task(agent_api, profile="patient")
+    code = ("E" + char) * 50  # 100 characters: the limit, as sent
+    asked = request_tool(agent_api, task["id"], "pay", {"invoice": 7}, "write",
+                         operation_key="pay-7")  # fmt: skip
+
+    response = post_raw(
+        agent_api,
+        f"tasks/{task['id']}/tool-calls/{asked['tool_call']}/result",
+        {"kind": "SUCCESS", "code": code, "data_hash": char * 128, "job_id": char * 200,
+         "data": {"paid": True}, "evidence": evidence(1, committed=True)},
+    )  # fmt: skip
+
+    assert response.status_code == 200, response.content[:500]
+    assert Operation.objects.get(operation_key="pay-7").state == "COMMITTED"
+    stored = ToolCall.objects.get(pk=asked["tool_call"]).result_code
+    assert len(stored) <= 100  # the column's size
+    assert code.startswith(storable.decode(stored))  # as much of it as the column holds
+
+
+def test_a_code_over_the_limit_as_sent_is_still_refused(agent_api):
+    task = new_task(agent_api)
+    asked = request_tool(agent_api, task["id"], "search", {"q": "x"})
+
+    response = post_raw(
+        agent_api,
+        f"tasks/{task['id']}/tool-calls/{asked['tool_call']}/result",
+        {"kind": "FATAL", "code": "E\x00" * 50 + "E"},
+    )
+
+    assert response.status_code == 400
+    assert "code" in answer_of(response)["error"]["fields"]
+
+
+def test_a_novelty_result_whose_data_hash_fits_as_sent_is_recorded(agent_api, agent):
+    profile, _ = LimitProfile.objects.update_or_create(
+        name="novelty", defaults={"progress_mode": "novelty"}
+    )
+    agent[1].allowed_profiles.add(profile)
+    task = new_task(agent_api, profile="novelty")
+    asked = request_tool(agent_api, task["id"], "search", {"q": "x"})
+
+    response = post_raw(
+        agent_api,
+        f"tasks/{task['id']}/tool-calls/{asked['tool_call']}/result",
+        {"kind": "SUCCESS", "data_hash": "h\x00" * 64},
+    )
+
+    assert response.status_code == 200, response.content[:500]
+    assert ToolCall.objects.get(pk=asked["tool_call"]).reported_at is not None
+    (seen,) = SeenHash.objects.filter(task_id=task["id"]).values_list("hash", flat=True)
+    assert len(seen) <= 128  # the column's size
+
+
+def test_a_usage_report_whose_tool_names_fit_as_sent_is_recorded(agent_api, price):
+    task = new_task(agent_api)
+    call = gate(agent_api, task["id"], model="gpt-x", est_prompt_tokens=10, max_output_tokens=10)[
+        "model_call"
+    ]
+    asked = [{"name": "n\x00" * 100, "args": {}}]  # 200 characters: the limit, as sent
+
+    response = post_raw(
+        agent_api,
+        f"tasks/{task['id']}/model-calls/{call}/usage",
+        {"prompt_tokens": 10, "completion_tokens": 10, "tool_calls": asked},
+    )
+
+    assert response.status_code == 200, response.content[:500]
+    row = ModelCall.objects.get(pk=call)
+    assert row.settled_at is not None
+    assert storable.decode(row.tool_calls) == asked
