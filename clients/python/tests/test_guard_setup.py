@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from loopwarden_client import Client
-from loopwarden_client.guard import Guard, data_hash, jsonable, read, stop_text, tool_specs, write
+from loopwarden_client.guard import Guard, data_hash, read, stop_text, tool_specs, write
 from loopwarden_client.novelty import result_hash
+from loopwarden_client.types import jsonable
 
 
 def test_a_write_needs_a_key_when_it_is_declared():

@@ -292,3 +292,42 @@ def test_evidence_from_the_verifier_decides_and_can_complete_the_task(lw, sessio
     assert tools.ran == ["fetch_page"] * 3
     task = lw.get_task(s.task_id)
     assert (task["state"], task["report"]["completed"]) == ("COMPLETED", ["p1", "p2", "p3"])
+
+
+def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(lw, session):
+    tools, s = Tools(), session()
+    _, agent = agent_for([[("pay", {"amount": "12.00"})], "I need the invoice number."], tools,
+                         LoopwardenMiddleware(s, tools=PAY))  # fmt: skip
+    result = agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    answer = result["messages"][-2]
+    assert answer.status == "error" and "INVALID_TOOL_ARGUMENTS" in answer.content
+    assert "invoice" in answer.content
+    assert result["messages"][-1].content == "I need the invoice number."
+    assert tools.ran == [] and tool_decisions(lw, s.task_id) == []
+    assert lw.get_task(s.task_id)["state"] == "RUNNING"
+
+
+def test_after_an_operators_resume_the_same_agent_calls_the_model_again(lw, operator, session):
+    tools, s = Tools(), session(max_model_calls=2)
+    guard = LoopwardenMiddleware(s, tools=PAY)
+    script = [[("fetch_page", {"page": n})] for n in range(1, 4)] + ["done"]
+    model, agent = agent_for(script, tools, guard)
+    first = agent.invoke({"messages": [{"role": "user", "content": "export"}]})
+    assert first["messages"][-1].response_metadata["loopwarden"]["reason"] == "model_budget"
+    assert model.calls == 2
+    operator.resume(s.task_id, reason="budget raised", grant={"model_calls": 2})
+    second = agent.invoke({"messages": [{"role": "user", "content": "go on"}]})
+    assert model.calls == 4 and second["messages"][-1].content == "done"
+    assert guard.report is None
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["usage"]["model_calls"]) == ("RUNNING", 4)
+
+
+def test_an_all_zero_usage_is_no_usage_and_keeps_the_reservation(lw, session):
+    tools, s = Tools(), session()
+    zero = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    model = ScriptedModel(script=["nothing to do"], usage=zero)
+    agent = create_agent(model, tools.all, middleware=[LoopwardenMiddleware(s)])
+    agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
+    [call] = model_calls(lw, s.task_id)
+    assert call["settled_at"] is None and call["prompt_tokens"] is None

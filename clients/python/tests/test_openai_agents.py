@@ -13,6 +13,7 @@ pytest.importorskip("agents")
 
 import scenarios  # noqa: E402
 from loopwarden_client import TaskStopped  # noqa: E402
+from loopwarden_client import openai_agents as lw_agents  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.openai_agents import AgentTaskStopped, guard_agent  # noqa: E402
 from openai.types.responses import (  # noqa: E402
@@ -31,11 +32,16 @@ from scenarios import PAY, SEARCH, model_calls, operation_state, tool_decisions 
 
 from agents import (  # noqa: E402
     Agent,
+    Handoff,
     Model,
+    ModelProvider,
     ModelResponse,
+    RunConfig,
     Runner,
     Usage,
+    WebSearchTool,
     function_tool,
+    handoff,
     set_tracing_disabled,
 )
 
@@ -239,3 +245,93 @@ def test_run_sync_is_guarded_with_a_sync_session(lw, session, unique):
     _, agent = guarded([[pay], [pay], "paid"], tools, s)
     assert Runner.run_sync(agent, "go").final_output == "paid"
     assert tools.ran == ["pay"] and tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
+
+
+def test_a_handoff_targets_model_and_tool_calls_are_guarded_too(lw, session):
+    tools, s = Tools(), session()
+    pages = [[("fetch_page", {"page": n})] for n in range(1, 4)]
+    specialist = Agent(name="specialist", model=ScriptedModel([*pages, "exported"]),
+                       tools=tools.all)  # fmt: skip
+    triage = Agent(name="triage", model=ScriptedModel([[("transfer_to_specialist", {})]]),
+                   handoffs=[specialist])  # fmt: skip
+    specialist.handoffs = [triage]  # a cycle: each is cloned once
+    result = run(guard_agent(triage, s, tools=PAY))
+    assert result.final_output == "exported" and tools.ran == ["fetch_page"] * 3
+    usage = lw.get_task(s.task_id)["usage"]
+    assert (usage["model_calls"], usage["tool_requests"]) == (5, 3)
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE"] * 3
+
+
+def test_a_handoff_object_is_guarded_and_one_whose_target_is_out_of_reach_is_refused(lw, session):
+    tools, s = Tools(), session()
+    specialist = Agent(name="specialist", model=ScriptedModel([[SEARCH], "found"]),
+                       tools=tools.all)  # fmt: skip
+    triage = Agent(name="triage", model=ScriptedModel([[("transfer_to_specialist", {})]]),
+                   handoffs=[handoff(specialist)])  # fmt: skip
+    assert run(guard_agent(triage, s)).final_output == "found"
+    assert lw.get_task(s.task_id)["usage"]["model_calls"] == 3
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE"]
+
+    async def somewhere(context: Any, arguments: str) -> Agent[Any]:
+        return specialist
+
+    opaque = Handoff(tool_name="transfer", tool_description="", input_json_schema={},
+                     on_invoke_handoff=somewhere, agent_name="specialist")  # fmt: skip
+    with pytest.raises(ValueError, match="handoff"):
+        guard_agent(Agent(name="triage", handoffs=[opaque]), session())
+    hosted = Agent(name="researcher", tools=[WebSearchTool()])
+    with pytest.raises(TypeError, match="cannot be guarded"):
+        guard_agent(Agent(name="triage", handoffs=[hosted]), session())
+
+
+def test_a_run_config_model_passes_the_gate_without_an_api_key(lw, session, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    tools, s = Tools(), session(max_model_calls=2)
+    agent = guard_agent(Agent(name="clerk", tools=tools.all), s, tools=PAY)  # model=None
+    scripted = ScriptedModel([[("fetch_page", {"page": n})] for n in range(1, 9)])
+    config = lw_agents.guard_run_config(RunConfig(model=scripted), agent)
+    result = run(agent, run_config=config)
+    assert result.final_output.startswith("Loopwarden stopped this task: PARTIAL/model_budget")
+    assert scripted.calls == 2 and tools.ran == ["fetch_page"] * 2
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["usage"]["model_calls"]) == ("PARTIAL", 2)
+
+
+class ScriptedProvider(ModelProvider):
+    def __init__(self, model: Model) -> None:
+        self.model, self.asked = model, []
+
+    def get_model(self, model_name: str | None) -> Model:
+        self.asked.append(model_name)
+        return self.model
+
+
+def test_a_model_name_resolves_through_the_runs_provider_and_passes_the_gate(
+    lw, session, monkeypatch
+):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    tools, s = Tools(), session()
+    provider = ScriptedProvider(ScriptedModel([[("fetch_page", {"page": 1})], "done"]))
+    agent = guard_agent(Agent(name="clerk", model="llama3", tools=tools.all), s)
+    config = lw_agents.guard_run_config(RunConfig(model_provider=provider), agent)
+    assert run(agent, run_config=config).final_output == "done"
+    assert provider.asked == ["llama3"] and tools.ran == ["fetch_page"]
+    assert [c["model"] for c in model_calls(lw, s.task_id)] == ["llama3", "llama3"]
+
+
+def test_an_unguarded_run_config_model_is_refused_at_run_time(lw, session):
+    tools, s = Tools(), session()
+    agent = guard_agent(Agent(name="clerk", model=ScriptedModel(["hi"]), tools=tools.all), s)
+    with pytest.raises(lw_agents.UnguardedModelCall, match="guard_run_config"):
+        run(agent, run_config=RunConfig(model=ScriptedModel(["hi"])))
+
+
+def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(lw, session):
+    tools, s = Tools(), session()
+    _, agent = guarded([[("pay", {"amount": "12.00"})], "I need the invoice number."], tools, s)
+    result = run(agent)
+    assert result.final_output == "I need the invoice number."
+    [output] = [item.output for item in result.new_items if item.type == "tool_call_output_item"]
+    assert "INVALID_TOOL_ARGUMENTS" in output and "invoice" in output
+    assert tools.ran == [] and tool_decisions(lw, s.task_id) == []
+    assert lw.get_task(s.task_id)["state"] == "RUNNING"

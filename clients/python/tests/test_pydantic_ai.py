@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("pydantic_ai")
 
 from loopwarden_client import TaskStopped  # noqa: E402
+from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.pydantic_ai import LoopwardenCapability  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart  # noqa: E402
@@ -168,3 +169,23 @@ def test_an_async_session_works_as_well(lw, alw, unique):
 def test_a_write_without_a_key_is_refused_at_setup(session):
     with pytest.raises(ValueError, match="key"):
         LoopwardenCapability(session(), tools={"pay": "write"})
+
+
+def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(lw, session):
+    """The key names an optional argument the model left out: validation passes, no key."""
+    s, ran = session(), []
+
+    def refund(order: str, reason: str = "") -> str:
+        """Refund an order."""
+        ran.append("refund")
+        return f"refunded {order}"
+
+    script = Script([[("refund", {"order": "A-1"})], "I need a reason."])
+    capability = LoopwardenCapability(s, tools={"refund": write(key="refund-{order}-{reason}")})
+    agent = Agent(FunctionModel(script), tools=[refund], capabilities=[capability])
+    result = agent.run_sync("refund A-1")
+    assert result.output == "I need a reason." and ran == []
+    [answer] = [part.content for message in result.all_messages() for part in message.parts
+                if getattr(part, "part_kind", "") == "tool-return"]  # fmt: skip
+    assert answer["code"] == "INVALID_TOOL_ARGUMENTS" and "reason" in answer["message"]
+    assert tool_decisions(lw, s.task_id) == [] and lw.get_task(s.task_id)["state"] == "RUNNING"

@@ -25,7 +25,6 @@ revision (its own code confirmed it; an exception leaves it UNKNOWN).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
@@ -35,7 +34,16 @@ from loopwarden_client._flows import Flow, Invoke, adrive
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
 from loopwarden_client.novelty import result_hash
-from loopwarden_client.types import COMPLETED, JSON, READ, SUCCESS, WRITE, ToolOutcome, ToolReport
+from loopwarden_client.types import (
+    COMPLETED,
+    INVALID,
+    JSON,
+    READ,
+    SUCCESS,
+    WRITE,
+    ToolOutcome,
+    ToolReport,
+)
 
 Evidence = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any] | None]
 KeyRule = str | Callable[[Mapping[str, Any]], str]
@@ -65,11 +73,45 @@ class ToolSpec:
             )
 
     def operation_key(self, args: Mapping[str, Any]) -> str | None:
+        """The call's operation key; `InvalidArguments` when its arguments cannot derive one."""
         if self.key is None:
             return None
-        if callable(self.key):
-            return str(self.key(args))
-        return self.key.format(**args)
+        try:
+            return str(self.key(args)) if callable(self.key) else self.key.format(**args)
+        except Exception as exc:  # noqa: BLE001 - a model's arguments can break any rule
+            raise InvalidArguments(f"its operation key ({_rule(self.key)})", exc) from exc
+
+    def poll_job(self, args: Mapping[str, Any]) -> str | None:
+        """The job this call polls, if it is a status poll; `InvalidArguments` as above."""
+        if self.job_id is None:
+            return None
+        try:
+            return self.job_id(args)
+        except Exception as exc:  # noqa: BLE001
+            raise InvalidArguments(f"the job it polls ({_rule(self.job_id)})", exc) from exc
+
+
+class InvalidArguments(Exception):
+    """A tool call's arguments cannot derive what its declaration needs: the model's mistake,
+    answered to the model as the tool's message; nothing is asked and nothing runs."""
+
+    def __init__(self, needed: str, cause: Exception) -> None:
+        missing = f"the argument {cause.args[0]!r}" if isinstance(cause, KeyError) else None
+        self.detail = missing or f"{type(cause).__name__}: {cause}"
+        super().__init__(f"cannot derive {needed}: {self.detail}")
+
+    def tool_message(self, tool: str) -> JSON:
+        """Shaped like the guard's BLOCK observation."""
+        return {
+            "success": False,
+            "code": "INVALID_TOOL_ARGUMENTS",
+            "retryable": False,
+            "message": f"{tool} was not run: {self}. Call it again with complete arguments.",
+        }
+
+
+def _rule(rule: Any) -> str:
+    return rule if isinstance(rule, str) else getattr(rule, "__name__", "a function")
 
 
 def read(*, job_id: Callable[[Mapping[str, Any]], str | None] | None = None) -> ToolSpec:
@@ -97,25 +139,6 @@ def tool_specs(tools: Mapping[str, ToolSpec | str] | None) -> dict[str, ToolSpec
             raise TypeError(f"tool {name!r}: expected read(), write(key=...) or 'read'")
         specs[name] = spec
     return specs
-
-
-def jsonable(value: Any) -> Any:
-    """A JSON form of a tool's output, for the result report (repr for what JSON cannot hold)."""
-    try:
-        return json.loads(json.dumps(value, default=_fallback))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _fallback(value: Any) -> Any:
-    for dump in ("model_dump", "dict"):
-        method = getattr(value, dump, None)
-        if callable(method):
-            try:
-                return method()
-            except Exception:  # noqa: BLE001 - a best effort at a JSON form
-                break
-    return repr(value)
 
 
 def data_hash(data: Any) -> str:
@@ -235,18 +258,25 @@ class Guard:
         raise TypeError("a synchronous run needs a TaskSession (Client.session), not an async one")
 
     async def arun(self, flow: Flow[Any]) -> Any:
-        """Run a flow in an asynchronous framework hook."""
+        """Run a flow in an asynchronous framework hook. A `TaskSession`'s requests and its
+        `sleep` (a WAIT's) run in a worker thread, off the event loop."""
         if isinstance(self.session, AsyncTaskSession):
             return await self.session.drive(flow)
-        send = self.session.client._send
-        return await adrive(flow, lambda request: asyncio.to_thread(send, request), asyncio.sleep)
+        send, sleep = self.session.client._send, self.session.sleep
+        return await adrive(
+            flow,
+            lambda request: asyncio.to_thread(send, request),
+            lambda seconds: asyncio.to_thread(sleep, seconds),
+        )
 
     # -- the three questions, as flows
 
     def gate(self, model: str | None = None) -> Flow[int | None]:
-        """The model gate: the allowed model call's id, or None once the task is stopped."""
-        if self.report is not None:
-            return None
+        """The model gate: the allowed model call's id, or None when the task is stopped.
+
+        Asked every time, even after a stop: only the server knows whether an operator has
+        resumed the task since (a stop is sticky there, and asking counts nothing).
+        """
         try:
             answer = yield REQUESTS.gate_model_call(
                 self.task_id,
@@ -257,6 +287,7 @@ class Guard:
         except TaskStopped as stop:
             self.report = stop.report
             return None
+        self.report = None  # resumed: an earlier stop no longer holds
         self.session.last_model_call = int(answer["model_call"])
         return self.session.last_model_call
 
@@ -288,8 +319,10 @@ class Guard:
     ) -> Flow[bool]:
         """Settle a model call; False if the report stopped the task (e.g. repeated_output).
 
-        Without token counts nothing is reported: the gate's reservation is charged instead.
+        Without token counts (`provider_counts`: none, or all zero) nothing is reported: the
+        gate's reservation is charged instead.
         """
+        prompt_tokens, completion_tokens = provider_counts(prompt_tokens, completion_tokens)
         if prompt_tokens is None and completion_tokens is None:
             return True
         try:
@@ -315,9 +348,20 @@ class Guard:
         call_id: str | None = None,
     ) -> Flow[ToolOutcome]:
         """One guarded tool call. `execute(args)` runs the framework's tool and returns a
-        `ToolReport` (sync or async); it runs only on EXECUTE. STOP raises TaskStopped."""
+        `ToolReport` (sync or async); it runs only on EXECUTE. STOP raises TaskStopped.
+
+        Arguments that cannot derive the call's operation key (or polled job) are the model's
+        mistake, as a schema violation is: the model gets the INVALID outcome's message, the
+        tool does not run and nothing is asked. A request without the key would stop the task
+        (missing_operation_key) for what the model can fix in its next turn, and the model
+        gate and repeated_output still bound a model that keeps making it.
+        """
         spec = self.spec(name)
         args = dict(args)
+        try:
+            operation_key, job_id = spec.operation_key(args), spec.poll_job(args)
+        except InvalidArguments as invalid:
+            return ToolOutcome(invalid.tool_message(name), INVALID)
         inspect: Callable[[Any], Any] | None = None
         if self.evidence is not None:
             inspect = _bound_evidence(self.evidence, name, args)
@@ -332,8 +376,8 @@ class Guard:
                 args,
                 execute if self.evidence is not None else _with_data_hash(execute),
                 effect=spec.effect,
-                operation_key=spec.operation_key(args),
-                job_id=spec.job_id(args) if spec.job_id else None,
+                operation_key=operation_key,
+                job_id=job_id,
                 inspect=inspect,
                 call_id=call_id,
             )

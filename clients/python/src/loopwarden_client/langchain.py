@@ -35,8 +35,8 @@ except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "langchain") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, jsonable
-from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, ToolReport
+from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
+from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, ToolReport, jsonable
 
 __all__ = ["LoopwardenMiddleware"]
 

@@ -1,10 +1,11 @@
-"""OpenAI Agents SDK: guard an `Agent`'s model and its function tools in one call.
+"""OpenAI Agents SDK: guard an `Agent`, and the agents it hands off to, in one call.
 
-    from loopwarden_client.openai_agents import guard_agent
+    from loopwarden_client.openai_agents import guard_agent, guard_run_config
     from loopwarden_client.guard import write
 
     agent = guard_agent(agent, lw.session(task_id), tools={"pay": write(key="pay-{invoice}")})
     result = await Runner.run(agent, "pay invoice 42")
+    # with a RunConfig: run_config=guard_run_config(RunConfig(...), agent)
 
 Hooks cannot replace a tool's output, so the agent is cloned with a model wrapper (every model
 call, retries included, passes the gate; a STOP answers a final assistant message carrying the
@@ -13,17 +14,30 @@ report instead of calling the model) and a wrapper around each function tool's
 WAIT is slept out). The wrapped tools let their exceptions through (no failure error function)
 so that an exception is reported as NO_RESULT, never as the SDK's "An error occurred" success.
 A tool STOP raises `AgentTaskStopped`, a `TaskStopped` that is also an `AgentsException`, so it
-leaves `Runner.run` unwrapped. `Runner.run_streamed` is guarded the same way. Tools other than
-function tools (hosted tools) cannot be guarded and are refused. Needs the `openai-agents`
-extra.
+leaves `Runner.run` unwrapped. `Runner.run_streamed` is guarded the same way.
+
+Every agent reachable through `handoffs` (an `Agent`, or a `handoff(agent)`) is cloned the same
+way, once, under the same session. What cannot be guarded is refused when the agent is
+wrapped: hosted tools and MCP servers (they run outside this process) and a `Handoff` whose
+target agent cannot be reached.
+
+Models are resolved the way the SDK's runner resolves them, but at the first call, not when the
+agent is wrapped: a model name (or None, the default model) goes through the model provider of
+the run config given to `guard_run_config`, or the SDK's default provider. A `RunConfig`
+replaces the agents' models with its own `model` when it has one, out of the clones' reach:
+run with `guard_run_config(run_config, agent)`. A run whose model call did not pass the gate
+(an unguarded `RunConfig.model`) is ended after that call with `UnguardedModelCall`.
+Needs the `openai-agents` extra.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
 from typing import Any, Unpack
@@ -42,52 +56,191 @@ try:
         ResponseOutputText,
     )
 
-    from agents import Agent, FunctionTool, Model, ModelResponse, Usage
+    from agents import (
+        Agent,
+        AgentHooks,
+        FunctionTool,
+        Handoff,
+        Model,
+        ModelProvider,
+        ModelResponse,
+        RunConfig,
+        Usage,
+    )
 except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "openai-agents") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
-from loopwarden_client.guard import STOPPED, Guard, GuardOptions, jsonable, provider_counts
-from loopwarden_client.types import EXECUTE, ToolReport
+from loopwarden_client.guard import STOPPED, Guard, GuardOptions
+from loopwarden_client.types import EXECUTE, ToolReport, jsonable
 
-__all__ = ["AgentTaskStopped", "GuardedModel", "guard_agent"]
+__all__ = [
+    "AgentTaskStopped",
+    "GuardedModel",
+    "UnguardedModelCall",
+    "guard_agent",
+    "guard_run_config",
+]
 
 
 class AgentTaskStopped(TaskStopped, AgentsException):
     """A tool STOP: a `TaskStopped` the SDK lets out of `Runner.run` as it is."""
 
 
+class UnguardedModelCall(AgentsException):
+    """A model call of a guarded agent's run did not pass the gate; the run ends here."""
+
+
 def guard_agent(
     agent: Agent[Any], session: TaskSession | AsyncTaskSession, **options: Unpack[GuardOptions]
 ) -> Agent[Any]:
-    """A clone of `agent` whose model calls and function tools ask Loopwarden first.
+    """A clone of `agent`, and of every agent it hands off to, whose model calls and function
+    tools ask Loopwarden first.
 
     `session`: a `TaskSession` (its requests run in a worker thread; fits `Runner.run_sync`)
     or an `AsyncTaskSession`. `options`: see `loopwarden_client.guard.GuardOptions`; a declared
-    tool the agent does not have is refused. The clone's `loopwarden` attribute is the `Guard`
-    (its `report` holds the stop report once the task ended).
+    tool that none of the agents has is refused. The clone's `loopwarden` attribute is the
+    `Guard` (its `report` holds the stop report once the task ended). What cannot be guarded
+    is refused here (see the module's docstring).
     """
-    guard = Guard(session, **options)
-    names = set()
-    guarded_tools = []
-    for tool in agent.tools:
-        if not isinstance(tool, FunctionTool):
-            raise TypeError(
-                f"{type(tool).__name__} runs outside this process and cannot be guarded; "
-                "give the agent function tools only"
-            )
-        names.add(tool.name)
-        guarded_tools.append(_guard_tool(guard, tool))
-    unknown = set(guard.tools) - names
+    graph = _Graph(Guard(session, **options))
+    clone = graph.clone(agent)
+    unknown = set(graph.guard.tools) - graph.tool_names
     if unknown:
-        raise ValueError(f"declared tools the agent does not have: {sorted(unknown)}")
-    model = agent.model
-    if not isinstance(model, Model):
-        model = MultiProvider().get_model(model)
-    clone = agent.clone(model=GuardedModel(model, guard), tools=guarded_tools)
-    clone.loopwarden = guard  # type: ignore[attr-defined]
+        raise ValueError(
+            f"declared tools the agent (with its handoffs) does not have: {sorted(unknown)}"
+        )
     return clone
+
+
+def guard_run_config(run_config: RunConfig, agent: Agent[Any]) -> RunConfig:
+    """The run config to run a guarded agent (`guard_agent`'s clone) with.
+
+    Its `model`, if it has one, passes the gate too (a name is resolved through its
+    `model_provider` at the first call), and from now on the agents' model names resolve
+    through its `model_provider`, as the SDK's runner would resolve them.
+    """
+    graph = getattr(agent, "_loopwarden_graph", None)
+    if not isinstance(graph, _Graph):
+        raise TypeError("guard the agent first: guard_run_config(run_config, guard_agent(...))")
+    graph.provider = run_config.model_provider
+    model = run_config.model
+    if model is not None and not isinstance(model, GuardedModel):
+        model = GuardedModel(model, graph.guard, graph)
+    return dataclasses.replace(run_config, model=model)
+
+
+class _Graph:
+    """What the clones of one `guard_agent` call share: the guard, the clone of each agent
+    (so a cycle of handoffs is cloned once), the provider that resolves model names, and the
+    count of guarded model calls the clones' hooks check."""
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+        self.clones: dict[int, Agent[Any]] = {}
+        self.tool_names: set[str] = set()
+        self.provider: ModelProvider | None = None  # None: the SDK's default, made when needed
+        self.model_calls = 0
+        self.llm_started: dict[int, int] = {}  # per run context: model_calls at on_llm_start
+
+    def resolve(self, name: str | None) -> tuple[ModelProvider, Model]:
+        if self.provider is None:
+            self.provider = MultiProvider()
+        return self.provider, self.provider.get_model(name)
+
+    def clone(self, agent: Agent[Any]) -> Agent[Any]:
+        if id(agent) in self.clones:
+            return self.clones[id(agent)]
+        if agent.mcp_servers:
+            raise TypeError(
+                f"agent {agent.name!r}: MCP servers' tools run outside this process and "
+                "cannot be guarded"
+            )
+        tools = []
+        for tool in agent.tools:
+            if not isinstance(tool, FunctionTool):
+                raise TypeError(
+                    f"{type(tool).__name__} runs outside this process and cannot be guarded; "
+                    "give the agent function tools only"
+                )
+            self.tool_names.add(tool.name)
+            tools.append(_guard_tool(self.guard, tool))
+        clone = agent.clone(
+            model=GuardedModel(agent.model, self.guard, self),
+            tools=tools,
+            handoffs=[],
+            hooks=_CheckedHooks(agent.hooks, self),
+        )
+        clone.loopwarden = self.guard  # type: ignore[attr-defined]
+        clone._loopwarden_graph = self  # type: ignore[attr-defined]
+        self.clones[id(agent)] = clone  # before the handoffs: they may lead back here
+        clone.handoffs = [self._handoff(item) for item in agent.handoffs]
+        return clone
+
+    def _handoff(self, item: Agent[Any] | Handoff[Any, Any]) -> Agent[Any] | Handoff[Any, Any]:
+        if isinstance(item, Agent):
+            return self.clone(item)
+        # `handoff(agent)` keeps its target in `_agent_ref`, the link the SDK's runner reads too.
+        ref = getattr(item, "_agent_ref", None)
+        target = ref() if ref is not None else None
+        if not isinstance(target, Agent):
+            raise ValueError(
+                f"handoff {item.tool_name!r}: its target agent cannot be reached, so its model "
+                "and tools cannot be guarded; hand off to an Agent or to handoff(agent)"
+            )
+        clone, invoke = self.clone(target), item.on_invoke_handoff
+
+        async def on_invoke_handoff(context: Any, arguments: str) -> Agent[Any]:
+            handed = await invoke(context, arguments)
+            if handed is not target:
+                raise UnguardedModelCall(
+                    f"handoff {item.tool_name!r} handed off to {handed.name!r}, an agent "
+                    "that was not guarded"
+                )
+            return clone
+
+        guarded = dataclasses.replace(item, on_invoke_handoff=on_invoke_handoff)
+        guarded._agent_ref = weakref.ref(clone)  # the closure above keeps the clone alive
+        return guarded
+
+
+class _CheckedHooks(AgentHooks[Any]):
+    """The agent's own hooks, plus the check that each model call passed the gate: the SDK
+    resolves `RunConfig.model` over the agent's, where no wrapper can reach it."""
+
+    def __init__(self, hooks: Any, graph: _Graph) -> None:
+        self.hooks = hooks if hooks is not None else AgentHooks()
+        self.graph = graph
+
+    async def on_llm_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
+        self.graph.llm_started[id(context)] = self.graph.model_calls
+        await self.hooks.on_llm_start(context, agent, *args, **kwargs)
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        started = self.graph.llm_started.pop(id(context), None)
+        if started is not None and self.graph.model_calls == started:
+            raise UnguardedModelCall(
+                f"a model call of agent {agent.name!r} did not pass Loopwarden's gate: the "
+                "run's RunConfig.model replaces the guarded agent's model; run with "
+                "run_config=guard_run_config(run_config, agent)"
+            )
+        await self.hooks.on_llm_end(context, agent, response)
+
+    async def on_start(self, *args: Any, **kwargs: Any) -> None:
+        await self.hooks.on_start(*args, **kwargs)
+
+    async def on_end(self, *args: Any, **kwargs: Any) -> None:
+        await self.hooks.on_end(*args, **kwargs)
+
+    async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
+        await self.hooks.on_handoff(*args, **kwargs)
+
+    async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
+        await self.hooks.on_tool_start(*args, **kwargs)
+
+    async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
+        await self.hooks.on_tool_end(*args, **kwargs)
 
 
 def _guard_tool(guard: Guard, tool: FunctionTool) -> FunctionTool:
@@ -120,17 +273,40 @@ def _guard_tool(guard: Guard, tool: FunctionTool) -> FunctionTool:
 
 
 class GuardedModel(Model):
-    """A model whose every call passes Loopwarden's gate and reports its usage."""
+    """A model whose every call passes Loopwarden's gate and reports its usage.
 
-    def __init__(self, model: Model, guard: Guard) -> None:
-        self.model = model
+    `model` is a `Model`, or a name (None: the default model) resolved at the first call
+    through the run config's provider (see `guard_run_config`) or the SDK's default provider.
+    """
+
+    def __init__(
+        self, model: Model | str | None, guard: Guard, graph: _Graph | None = None
+    ) -> None:
+        self.source = model
         self.guard = guard
+        self.graph = graph if graph is not None else _Graph(guard)
+        self._resolved: tuple[ModelProvider | None, Model] | None = None
+
+    @property
+    def model(self) -> Model:
+        """The model called, resolved now if it is given by name."""
+        if isinstance(self.source, Model):
+            return self.source
+        if self._resolved is None or self._resolved[0] is not self.graph.provider:
+            self._resolved = self.graph.resolve(self.source)
+        return self._resolved[1]
 
     def _name(self) -> str | None:
+        if isinstance(self.source, str):
+            return self.source
         name = getattr(self.model, "model", None)
         return name if isinstance(name, str) else None
 
+    def _counted(self) -> None:
+        self.graph.model_calls += 1
+
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        self._counted()
         call_model = partial(self.model.get_response, *args, **kwargs)
         response = await self.guard.arun(self.guard.model_turn(self._name(), call_model, self._of))
         return self._stopped() if response is STOPPED else response
@@ -139,6 +315,7 @@ class GuardedModel(Model):
         return self._usage(model_call, response.usage, response.output)
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        self._counted()
         model_call = await self.guard.arun(self.guard.gate(self._name()))
         if model_call is None:
             yield _completed(self._stop_message())
@@ -152,20 +329,18 @@ class GuardedModel(Model):
             yield event
 
     async def close(self) -> None:
-        await self.model.close()
+        if isinstance(self.source, Model) or self._resolved is not None:
+            await self.model.close()
 
     def _usage(self, model_call: int, usage: Any, output: list[Any]):
-        prompt, completion = provider_counts(
-            getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)
-        )
         calls = [{"name": item.name, "args": _arguments(item.arguments)}
                  for item in output if isinstance(item, ResponseFunctionToolCall)]  # fmt: skip
         texts = [part.text for item in output if isinstance(item, ResponseOutputMessage)
                  for part in item.content if isinstance(part, ResponseOutputText)]  # fmt: skip
         return self.guard.usage(
             model_call,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
+            prompt_tokens=getattr(usage, "input_tokens", None),
+            completion_tokens=getattr(usage, "output_tokens", None),
             tool_calls=calls,
             output_text="\n".join(texts) or None,
         )

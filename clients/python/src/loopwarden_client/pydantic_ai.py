@@ -32,8 +32,8 @@ except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "pydantic-ai") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, jsonable, provider_counts
-from loopwarden_client.types import EXECUTE, ToolReport
+from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
+from loopwarden_client.types import EXECUTE, ToolReport, jsonable
 
 __all__ = ["LoopwardenCapability"]
 
@@ -64,16 +64,13 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
         return self._stopped() if response is STOPPED else response
 
     def _usage(self, model_call: int, response: ModelResponse):
-        prompt, completion = provider_counts(
-            response.usage.input_tokens, response.usage.output_tokens
-        )
         calls = [{"name": part.tool_name, "args": part.args_as_dict()}
                  for part in response.parts if isinstance(part, ToolCallPart)]  # fmt: skip
         text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
         return self.guard.usage(
             model_call,
-            prompt_tokens=prompt,
-            completion_tokens=completion,
+            prompt_tokens=response.usage.input_tokens,
+            completion_tokens=response.usage.output_tokens,
             tool_calls=calls,
             output_text=text or None,
         )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date, time
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 JSON = dict[str, Any]
 
@@ -15,11 +19,44 @@ SUCCESS, RETRYABLE, PENDING = "SUCCESS", "RETRYABLE", "PENDING"
 PRECONDITION, FATAL, NO_RESULT = "PRECONDITION", "FATAL", "NO_RESULT"
 COMPLETED = "COMPLETED"
 READ, WRITE = "read", "write"
+# Not the server's: the client answered the model itself (its arguments derive no operation
+# key), and nothing was asked.
+INVALID = "INVALID"
 
 
 def drop_none(**fields: Any) -> JSON:
     """The fields that have a value: the API reads an absent field and a null alike."""
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON form of a tool's output, for the result report.
+
+    The tool already ran, so its result must reach the server whatever it holds: a Decimal is
+    sent as its exact text, a date or time in ISO 8601, a UUID as text, a pydantic model or
+    dataclass-like object by its `model_dump()` or `dict()`, anything else by its repr.
+    """
+    try:
+        return json.loads(json.dumps(value, default=_fallback))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, Decimal | UUID):
+        return str(value)
+    if isinstance(value, date | time):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, set | frozenset):
+        return list(value)
+    for dump in ("model_dump", "dict"):
+        method = getattr(value, dump, None)
+        if callable(method):
+            try:
+                return method()
+            except Exception:  # noqa: BLE001 - a best effort at a JSON form
+                break
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -42,10 +79,10 @@ class ToolReport:
     data_hash: str | None = None
 
     def result_fields(self) -> JSON:
-        """The result endpoint's fields besides `kind`."""
+        """The result endpoint's fields besides `kind`, as JSON (see `jsonable`)."""
         return drop_none(
-            data=self.data,
-            evidence=dict(self.evidence) if self.evidence is not None else None,
+            data=jsonable(self.data),
+            evidence=jsonable(dict(self.evidence)) if self.evidence is not None else None,
             wait_ms=self.wait_ms,
             job_id=self.job_id,
             attempts=self.attempts,
@@ -120,7 +157,8 @@ class ModelCall:
 class ToolOutcome:
     """How one guarded tool call ended: the message for the model and what decided it.
 
-    `decision` is the guard's answer (EXECUTE, REUSE, BLOCK, or WAIT when the wait ran out);
+    `decision` is the guard's answer (EXECUTE, REUSE, BLOCK, or WAIT when the wait ran out),
+    or INVALID when an adapter answered the model itself (see `guard.Guard.tool`);
     `report` is set when this call's result finished the task (COMPLETED by evidence).
     """
 

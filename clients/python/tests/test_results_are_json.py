@@ -1,0 +1,46 @@
+"""A tool result that JSON cannot hold as it is (Decimal, datetime) is still reported."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from loopwarden_client import Plan, run
+from scenarios import operation_state
+
+
+def paid(args: dict) -> dict:
+    return {"amount": Decimal("12.50"), "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)}
+
+
+def committed(data: dict) -> dict:
+    return {"revision": 1, "done": False, "committed": True}
+
+
+def test_a_decimal_result_of_a_write_is_reported_and_the_operation_committed(lw, operator, unique):
+    s = lw.session(lw.create_task("pay with decimals")["id"])
+    key = f"pay-{unique}"
+    message = s.tool("pay", {"invoice": unique}, paid, effect="write", operation_key=key,
+                     inspect=committed)  # fmt: skip
+    assert message == {"success": True, "data": paid({})}
+    [call] = [c for c in lw.trace(s.task_id)["calls"] if c["type"] == "tool_call"]
+    assert (call["decision"], call["result_kind"], call["reported_at"] is not None) == (
+        "EXECUTE", "SUCCESS", True,
+    )  # fmt: skip
+    assert operation_state(operator, key) == "COMMITTED"
+    [operation] = [op for op in operator.list_operations() if op["key"] == key]
+    assert operation["result"] == {"amount": "12.50", "at": "2026-01-02T03:04:05+00:00"}
+
+
+def test_run_returns_the_task_when_a_result_holds_a_decimal(lw, operator, unique):
+    task_id = lw.create_task("run with decimals")["id"]
+    key = f"pay-{unique}"
+    steps = iter([
+        Plan(tool_calls=[{"name": "pay", "args": {"invoice": unique}, "effect": "write",
+                          "operation_key": key}]),
+        Plan(done=True, evidence={"revision": 1, "done": True}, answer="paid"),
+    ])  # fmt: skip
+    task = run(lw, task_id, lambda history: next(steps), lambda name, args: paid(args),
+               lambda name, args, data: committed(data))  # fmt: skip
+    assert task["state"] == "COMPLETED"
+    assert operation_state(operator, key) == "COMMITTED"
