@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from agents.guard.limits import BIGINT_MAX, COST_PLACES, INT_MAX, MAX_COST
 from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
@@ -133,6 +134,18 @@ def grant_excess(grant: dict[str, Any], original: Limits) -> dict[str, str]:
     return excess
 
 
+def _largest(key: str) -> int | Decimal:
+    """The largest grant of a dimension, and the largest limit it may raise (its column's)."""
+    if key == "cost":
+        return MAX_COST
+    return BIGINT_MAX if key == "tokens" else INT_MAX
+
+
+def _places(amount: Decimal) -> int:
+    exponent = amount.normalize().as_tuple().exponent
+    return -exponent if isinstance(exponent, int) else 0
+
+
 def parse_grant(grant: Any) -> dict[str, int | Decimal]:
     """The one reading of a resume grant: the operator service (console text and API JSON
     alike) and `resume` both call it. Raises GuardError BAD_GRANT naming every bad field in
@@ -141,7 +154,8 @@ def parse_grant(grant: Any) -> dict[str, int | Decimal]:
 
     Returns the dimensions given (an absent, null or empty one grants nothing): a count as an
     int (numeric text is read as a number, a fraction or a boolean is refused), the cost as a
-    finite Decimal; none may be negative.
+    finite Decimal of at most six places; none may be negative or larger than the limit it
+    raises may be (`resume` checks the sum).
     """
     grant = grant or {}
     if not isinstance(grant, dict):
@@ -168,6 +182,12 @@ def parse_grant(grant: Any) -> dict[str, int | Decimal]:
         if number < 0:
             errors[key] = "must be zero or more"
             continue
+        if isinstance(number, Decimal) and _places(number) > COST_PLACES:
+            errors[key] = f"at most {COST_PLACES} decimal places"
+            continue
+        if number > _largest(key):
+            errors[key] = f"must be at most {_largest(key)}"
+            continue
         parsed[key] = number
     if errors:
         fields = {f"grant.{key}": sentence for key, sentence in errors.items()}
@@ -190,12 +210,27 @@ def resume(task: TaskState, grant: dict[str, Any] | None, now: datetime) -> None
         raise GuardError("TASK_COMPLETED", "The task is completed; it cannot be resumed.")
     parsed = parse_grant(grant)
     limits = task.limits
+    raised: dict[str, int | Decimal] = {}
+    errors: dict[str, str] = {}
     for key, limit_name in GRANT_LIMITS.items():
-        if key == "cost":
-            limits.max_cost = to_decimal(limits.max_cost) + parsed.get(key, Decimal("0"))
-        else:
-            setattr(limits, limit_name, getattr(limits, limit_name) + parsed.get(key, 0))
-    task.deadline_at = task.deadline_at + timedelta(seconds=int(parsed.get("seconds", 0)))
+        if key not in parsed:
+            continue
+        current = to_decimal(limits.max_cost) if key == "cost" else getattr(limits, limit_name)
+        raised[limit_name] = current + parsed[key]
+        if raised[limit_name] > _largest(key):
+            errors[f"grant.{key}"] = (
+                f"would raise {limit_name} to {raised[limit_name]}, past its largest value "
+                f"{_largest(key)}"
+            )
+    try:
+        deadline = task.deadline_at + timedelta(seconds=int(parsed.get("seconds", 0)))
+    except OverflowError:
+        errors["grant.seconds"] = "would move the deadline past the last date there is"
+    if errors:
+        raise GuardError("BAD_GRANT", "The grant is not valid.", fields=errors)
+    for limit_name, value in raised.items():
+        setattr(limits, limit_name, value)
+    task.deadline_at = deadline
     task.stagnant = 0
     task.phase += 1
     task.state = RUNNING

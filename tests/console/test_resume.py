@@ -157,3 +157,22 @@ def test_a_cost_that_is_no_finite_amount_is_a_field_error(as_operator, stopped_t
         assert 'id="id_cost_error">Must be a finite amount.' in response.content.decode()
     stopped_task.refresh_from_db()
     assert stopped_task.phase == 1
+
+
+def test_an_admins_grant_past_what_a_limit_holds_is_refused_and_the_task_stays_stoppable(
+    as_admin, stopped_task
+):
+    """Admins may grant above the operators' bound, but not past a limit's largest value: a
+    cost of 1e24 once made the task's report fail, and with it every page, list and stop."""
+    before = (stopped_task.state, stopped_task.phase, stopped_task.limits)
+
+    for field, value in [("cost", "1000000000000000000000000"), ("seconds", "300000000000")]:
+        response = as_admin.post(
+            f"/tasks/{stopped_task.pk}/resume/", {"reason": "go", field: value}
+        )
+
+        assert response.status_code == 422, field
+        assert f'id="id_{field}_error">' in response.content.decode()
+        stopped_task.refresh_from_db()
+        assert (stopped_task.state, stopped_task.phase, stopped_task.limits) == before
+    assert as_admin.get(f"/tasks/{stopped_task.pk}/").status_code == 200

@@ -255,3 +255,54 @@ def test_a_resumed_task_runs_into_its_old_limit_without_a_grant_of_that_dimensio
     resume(task, {"tokens": 10}, NOW)
     out = gate_model_call(task, ModelCallRequest(), AgentView(), NOW)
     assert (out.reason, task.phase) == ("model_budget", 2)
+
+
+@pytest.mark.parametrize(
+    ("grant", "field"),
+    [
+        ({"cost": "1000000000000000000000000"}, "grant.cost"),
+        ({"cost": "0.0000001"}, "grant.cost"),
+        ({"model_calls": 2**31}, "grant.model_calls"),
+        ({"tokens": 2**63}, "grant.tokens"),
+        ({"seconds": 99999999999999999999}, "grant.seconds"),
+        ({"seconds": 300000000000}, "grant.seconds"),
+    ],
+)
+def test_a_grant_no_limit_can_hold_is_refused_and_changes_nothing(grant, field):
+    """Every limit has a largest value (the database's columns, a date's range): a grant past
+    it would make the task's report, its page and its stop fail."""
+    task = stopped_task()
+    before = asdict(task)
+
+    with pytest.raises(GuardError) as exc:
+        resume(task, grant, NOW)
+
+    assert exc.value.code == "BAD_GRANT"
+    assert set(exc.value.fields) == {field}
+    assert asdict(task) == before
+
+
+def test_a_grant_that_would_raise_a_limit_past_its_largest_value_is_refused():
+    task = stopped_task()
+    task.limits.max_model_calls = 2**31 - 10
+    task.limits.max_cost = Decimal("99999999.000000")
+    before = asdict(task)
+
+    with pytest.raises(GuardError) as exc:
+        resume(task, {"model_calls": 20, "cost": "1"}, NOW)
+
+    assert set(exc.value.fields) == {"grant.model_calls", "grant.cost"}
+    assert asdict(task) == before
+
+
+def test_a_grant_up_to_the_largest_values_is_taken():
+    task = stopped_task()
+    task.limits.max_model_calls = 1
+
+    seconds = 2**31 - 1 - task.limits.deadline_seconds
+
+    resume(task, {"model_calls": 2**31 - 2, "cost": "99999990", "seconds": seconds}, NOW)
+
+    assert task.limits.max_model_calls == 2**31 - 1
+    assert task.limits.deadline_seconds == 2**31 - 1
+    assert task.state == RUNNING
