@@ -95,15 +95,20 @@ def done(
     partial: str,
     context: dict,
     then: str,
+    kind: str = "success",
 ) -> HttpResponse:
-    """After a successful action: htmx gets the updated partial and a toast; a plain POST is
-    redirected (303, so a reload does not post again) with the message shown on the next page.
+    """After an action: htmx gets the updated partial and a toast; a plain POST is redirected
+    (303, so a reload does not post again) with the message shown on the next page. `kind`:
+    "success" (it was done), "info" (nothing needed doing) or "error" (it was refused).
     """
     if request.htmx:
         response = render(request, partial, context)
-        return trigger_client_event(response, "lw:toast", {"message": message})
-    messages.success(request, message)
+        return trigger_client_event(response, "lw:toast", {"message": message, "kind": kind})
+    messages.add_message(request, _MESSAGE_LEVELS[kind], message)
     return redirect_see_other(then)
+
+
+_MESSAGE_LEVELS = {"success": messages.SUCCESS, "info": messages.INFO, "error": messages.ERROR}
 
 
 def redirect_see_other(url: str) -> HttpResponse:

@@ -177,7 +177,7 @@ def task_report(request, task_id):
     return response
 
 
-def _task_answer(request, task: Task, message: str) -> HttpResponse:
+def _task_answer(request, task: Task, message: str, kind: str = "success") -> HttpResponse:
     task = _task(task.pk)  # fresh, with its relations
     return access.done(
         request,
@@ -185,6 +185,7 @@ def _task_answer(request, task: Task, message: str) -> HttpResponse:
         partial="console/task/_page.html",
         context=task_context(request, task),
         then=reverse("task", args=[task.pk]),
+        kind=kind,
     )
 
 
@@ -204,7 +205,14 @@ def task_stop(request, task_id):
     form = StopForm(request.POST)
     if not form.is_valid():
         return _task_invalid(request, task, stop_form=form)
-    operator.task_stop(task_id=task.pk, reason=form.cleaned_data["reason"], user=request.user)
+    stopped, now = operator.task_stop(
+        task_id=task.pk, reason=form.cleaned_data["reason"], user=request.user
+    )
+    if not now:  # another tab, person or the agent got there first
+        state = state_words(stopped.state).lower()
+        return _task_answer(
+            request, task, f"The task had already ended ({state}); nothing changed.", "info"
+        )
     return _task_answer(request, task, "Task stopped. The agent's next call gets STOP.")
 
 
@@ -216,9 +224,9 @@ def task_label(request, task_id):
     try:
         operator.task_label_stop(task_id=task.pk, label=label, user=request.user)
     except DomainError as error:
-        return _task_answer(request, task, error.message)
-    words = {"real_loop": "a real loop", "false_stop": "a false stop"}
-    message = f"Stop labelled {words[label]}." if label else "Label cleared."
+        return _task_answer(request, task, error.message, "error")
+    labels = {"real_loop": "a real loop", "false_stop": "a false stop"}
+    message = f"Stop labelled {labels[label]}." if label else "Label cleared."
     return _task_answer(request, task, message)
 
 

@@ -323,9 +323,9 @@ class TaskStop(APIView):
         agent = agent_of(request)
         if agent is None:
             require_perm(request, "agents.stop_task")
-            task = operator.task_stop(task_id=task_id, user=request.user, **data)
+            task, _stopped = operator.task_stop(task_id=task_id, user=request.user, **data)
         else:
-            task = operator.task_stop(task_id=task_id, agent=agent, **data)
+            task, _stopped = operator.task_stop(task_id=task_id, agent=agent, **data)
         return Response(selectors.task_json(task))
 
 

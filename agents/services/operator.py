@@ -34,12 +34,13 @@ def task_stop(
     user=None,
     agent: Agent | None = None,
     actor: str | None = None,
-) -> Task:
-    """Stop a task: STOPPED/operator_stop (a user), or agent_stop (the task's own agent).
+) -> tuple[Task, bool]:
+    """Stop a task: STOPPED/operator_stop (a user), or agent_stop (the task's own agent). The
+    task, and whether this request stopped it.
 
     Locks the task row, so a stop and a racing tool request are serialized: once the stop has
     committed, no request is answered EXECUTE. Idempotent: stopping a terminal task, or
-    repeating a request_id, changes nothing and answers the task as it is.
+    repeating a request_id, changes nothing and answers the task as it is (False).
     """
     now = timezone.now()
     guard_reason = "agent_stop" if agent is not None else "operator_stop"
@@ -50,7 +51,7 @@ def task_stop(
             request_id
             and task.events.filter(kind="stop_requested", detail__request_id=request_id).exists()
         ):
-            return task
+            return task, False
         state = to_state(task)
         outcome = core.stop(state, guard_reason, now)
         Event.objects.create(
@@ -61,7 +62,7 @@ def task_stop(
         if outcome.stopped_now:
             stops.record_stop(task, state, now, actor=who, actor_user=user, note=reason)
     hooks.decision_logged(task, "stop", outcome)
-    return task
+    return task, outcome.stopped_now
 
 
 LOOP_LABELS = ("real_loop", "false_stop")

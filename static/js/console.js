@@ -24,7 +24,8 @@
   });
 
   document.addEventListener("lw:toast", function (event) {
-    toast(event.detail && event.detail.message, "success");
+    var detail = event.detail || {};
+    toast(detail.message, detail.kind || "success");
   });
 
   var offline = false;

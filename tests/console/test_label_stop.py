@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 from django.core.management import call_command
 
@@ -35,6 +36,16 @@ def test_an_unknown_label_changes_nothing(as_operator, stopped_task):
     as_operator.post(f"/tasks/{stopped_task.pk}/label/", {"label": "maybe"})
     stopped_task.refresh_from_db()
     assert stopped_task.loop_label == ""
+
+
+def test_a_refused_label_is_shown_as_an_error_not_a_success(as_operator, stopped_task):
+    response = as_operator.post(
+        f"/tasks/{stopped_task.pk}/label/", {"label": "maybe"}, HTTP_HX_REQUEST="true"
+    )
+
+    toast = json.loads(response["HX-Trigger"])["lw:toast"]
+    assert toast["kind"] == "error"
+    assert "real_loop or false_stop" in toast["message"]
 
 
 def test_an_outsider_may_not_label(as_outsider, stopped_task):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agents.errors import NotFound  # noqa: F401  (documents what the guard raises)
@@ -67,12 +69,27 @@ def test_htmx_gets_the_error_in_place_too(as_operator, looping_task):
     assert "<html" not in response.content.decode()
 
 
-def test_stopping_a_stopped_task_changes_nothing(as_operator, stopped_task):
+def test_stopping_a_stopped_task_changes_nothing_and_says_so(as_operator, stopped_task):
     before = (stopped_task.state, stopped_task.reason, stopped_task.report)
     response = as_operator.post(f"/tasks/{stopped_task.pk}/stop/", {"reason": "again"})
     assert response.status_code == 303
     stopped_task.refresh_from_db()
     assert (stopped_task.state, stopped_task.reason, stopped_task.report) == before
+    page = as_operator.get(response["Location"]).content.decode()
+    assert "had already ended" in page and "nothing changed" in page
+    assert "Task stopped." not in page
+
+
+def test_a_stop_from_a_stale_tab_is_told_the_task_had_already_ended(as_operator, looping_task):
+    """Two tabs on one running task: the second stop arrives after the first took effect."""
+    as_operator.post(f"/tasks/{looping_task.pk}/stop/", {"reason": "tab A"}, **HTMX)
+
+    response = as_operator.post(f"/tasks/{looping_task.pk}/stop/", {"reason": "tab B"}, **HTMX)
+
+    assert response.status_code == 200
+    toast = json.loads(response["HX-Trigger"])["lw:toast"]
+    assert "had already ended" in toast["message"]
+    assert toast["kind"] == "info"
 
 
 @pytest.mark.parametrize("client_name", ["as_outsider", "as_admin"])
