@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -66,7 +65,9 @@ def console_view(perm: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable:
                     return HttpResponseClientRedirect(login)
                 return redirect(login)
             if not request.user.has_perm(perm):
-                raise PermissionDenied(f"needs {perm}")
+                # Answered here rather than raised: Django logs a raised PermissionDenied with
+                # its traceback; a refusal is a person's mistake (logged in one line, as 403).
+                return render(request, "403.html", {"needs": perm}, status=403)
             return view(request, *args, **kwargs)
 
         return require_http_methods(list(methods))(wrapped)

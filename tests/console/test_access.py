@@ -170,3 +170,15 @@ def test_actions_refuse_get(as_admin, world):
 def test_a_superuser_has_every_permission(db, django_user_model, world):
     boss = django_user_model.objects.create_superuser("boss", password="pw")
     assert signed_in(boss).get("/limits/").status_code == 200
+
+
+def test_a_refusal_is_logged_in_one_line_without_a_traceback(as_operator, world, caplog):
+    """A 403 is a person's mistake, not the server's: a traceback per refusal buried real
+    errors in the log."""
+    with caplog.at_level("WARNING", logger="django.request"):
+        response = as_operator.get("/limits/")
+
+    assert response.status_code == 403
+    assert b"Not allowed" in response.content
+    refusals = [r for r in caplog.records if r.name == "django.request"]
+    assert refusals and all(r.exc_info is None for r in refusals)
