@@ -103,6 +103,11 @@ class _Steps:
         return False
 
 
+# The longest a client waits between two asks while another call holds a write: the waits
+# double from the server's retry_after_ms up to this (each ask counts as a tool request).
+MAX_WAIT_SECONDS = 15.0
+
+
 def drive(flow: Flow[T], send: Send, sleep: Callable[[float], None]) -> T:
     """Run a flow synchronously; a step's exception is thrown back into the flow."""
     steps = _Steps(flow)
@@ -210,7 +215,8 @@ def tool_flow(
                 "message": f"{tool} is still running elsewhere under {operation_key}.",
             }
             return ToolOutcome(message, WAIT)
-        yield Sleep((answer.get("retry_after_ms") or DEFAULT_WAIT_MS) / 1000)
+        least = (answer.get("retry_after_ms") or DEFAULT_WAIT_MS) / 1000
+        yield Sleep(max(least, min(least * 2 ** (tries - 1), MAX_WAIT_SECONDS)))
         answer = yield request
         tries += 1
 

@@ -304,8 +304,9 @@ class _SessionBase(Generic[C, R, M]):
         EXECUTE runs `execute(args)`, which returns a `ToolReport` or plain data (SUCCESS);
         `inspect(data)` supplies the evidence of a SUCCESS that carries none. An exception from
         either is reported as NO_RESULT (the tool may or may not have acted). REUSE gives the
-        stored result, BLOCK the guard's observation; WAIT (up to `max_wait_tries` requests)
-        and a result's `wait_ms` are slept out. Raises TaskStopped on STOP, chained to the
+        stored result, BLOCK the guard's observation; WAIT (up to `max_wait_tries` requests,
+        the waits doubling from the server's `retry_after_ms` up to 15 s) and a result's
+        `wait_ms` are slept out. Raises TaskStopped on STOP, chained to the
         tool's exception if there was one; a result that completes the task returns normally
         and sets `self.report`. `model_call` defaults to the last gated call. For the async
         session, `execute` and `inspect` may be sync or async.
