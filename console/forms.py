@@ -19,7 +19,7 @@ from agents import storable
 from agents.guard import terms
 from agents.guard.limits import CHOICES
 from agents.models import Agent
-from agents.services.configuration import PROFILE_LIMIT_FIELDS
+from agents.services.configuration import DESCRIPTION_MAX, NAME_MAX, PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
 
 TEXT_REASON = forms.Textarea(attrs={"rows": 2, "placeholder": "What you saw, what you decided"})
@@ -290,10 +290,11 @@ def _differs(name: str, value: Any, current: Any) -> bool:
 class ProfileForm(forms.Form):
     name = forms.CharField(
         required=False,
-        max_length=200,
+        max_length=NAME_MAX,
         help_text="Letters, numbers, hyphens; agents name it when they create a task.",
     )
-    description = forms.CharField(required=False, max_length=1000)
+    # The profile's own limit, so what the browser lets an admin type is what the save keeps.
+    description = forms.CharField(required=False, max_length=DESCRIPTION_MAX)
 
     def __init__(self, *args, creating: bool, **kwargs):
         super().__init__(*args, **kwargs)
