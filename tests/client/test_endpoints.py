@@ -172,3 +172,19 @@ def test_a_restarting_trigger_is_refused_with_trigger_loop(lw):
     with pytest.raises(LoopwardenError) as caught:
         lw.create_task("nightly sync", trigger_key="cron-sync")
     assert (caught.value.status, caught.value.code) == (429, "TRIGGER_LOOP")
+
+
+def test_lists_and_the_trace_follow_every_page(lw, lw_operator):
+    """DESIGN: lists are paginated with a `next` link and none is silently cut. The client
+    follows the links: a small page size changes the number of requests, not the answer."""
+    made = {lw.create_task(f"task {n}")["id"] for n in range(5)}
+    task_id = sorted(made)[0]
+    for n in range(5):
+        lw.request_tool(task_id, "fetch_page", {"page": n})
+
+    assert {t["id"] for t in lw.list_tasks(page_size=2)} == made
+    assert len(lw_operator.list_tasks(page_size=2)) == 5
+    paged, whole = lw.trace(task_id, page_size=2), lw.trace(task_id)
+    assert [c["seq"] for c in paged["calls"]] == [c["seq"] for c in whole["calls"]]
+    assert len(paged["calls"]) == 5 and paged["next"] is None
+    assert paged["events"] == whole["events"]

@@ -45,6 +45,13 @@ class Request:
     task_id: str | None = None
     stop_raises: bool = False  # a guard endpoint: STOP becomes TaskStopped
     items: str | None = None  # a list endpoint: the key holding the items, if wrapped
+    # A paginated endpoint: the keys whose lists go on in the page its `next` link names; the
+    # flow follows every link and answers them concatenated (DESIGN: no list silently cut).
+    pages: tuple[str, ...] = ()
+
+
+def _page(size: int | None) -> dict[str, str] | None:
+    return None if size is None else {"limit": str(size)}
 
 
 def api_path(*parts: object) -> str:
@@ -198,10 +205,14 @@ class Api(Generic[D, L, A]):
         """The task: id, state, reason, phase, limits, usage, remaining, revision, report."""
         return self._send(Request("get_task", "GET", api_path("tasks", task_id), task_id=task_id))
 
-    def trace(self, task_id: str) -> A:
-        """The task's ordered model calls, tool calls and events."""
+    def trace(self, task_id: str, *, page_size: int | None = None) -> A:
+        """The task's ordered model calls, tool calls and events, every page of them
+        (`page_size`: each request's `limit`)."""
         path = api_path("tasks", task_id, "trace")
-        return self._send(Request("trace", "GET", path, task_id=task_id))
+        params = _page(page_size)
+        return self._send(
+            Request("trace", "GET", path, params=params, task_id=task_id, pages=("calls", "events"))
+        )
 
     def gate_model_call(
         self,
@@ -307,15 +318,22 @@ class Api(Generic[D, L, A]):
         body = {**limits, **drop_none(reason=reason)}
         return self._send(Request("set_limits", "PATCH", path, body))
 
-    def list_tasks(self, state: str | None = None, agent: str | None = None) -> L:
-        """The first page of tasks visible to the token, optionally filtered."""
-        params = drop_none(state=state, agent=agent)
-        return self._send(Request("list_tasks", "GET", "tasks", params=params, items="tasks"))
+    def list_tasks(
+        self, state: str | None = None, agent: str | None = None, *, page_size: int | None = None
+    ) -> L:
+        """Every task visible to the token, optionally filtered, newest first: every page of
+        them (`page_size`: each request's `limit`)."""
+        params = {**drop_none(state=state, agent=agent), **(_page(page_size) or {})}
+        request = Request("list_tasks", "GET", "tasks", params=params, items="tasks",
+                          pages=("tasks",))  # fmt: skip
+        return self._send(request)
 
-    def list_operations(self, state: str | None = None) -> L:
-        """The first page of ledger operations, optionally filtered by state (e.g. UNKNOWN)."""
-        params = drop_none(state=state)
-        request = Request("list_operations", "GET", "operations", params=params, items="operations")
+    def list_operations(self, state: str | None = None, *, page_size: int | None = None) -> L:
+        """Every ledger operation the token sees, optionally filtered by state (e.g. UNKNOWN):
+        every page of them (`page_size`: each request's `limit`)."""
+        params = {**drop_none(state=state), **(_page(page_size) or {})}
+        request = Request("list_operations", "GET", "operations", params=params,
+                          items="operations", pages=("operations",))  # fmt: skip
         return self._send(request)
 
     def get_operation(self, operation_id: int | str) -> D:

@@ -29,6 +29,7 @@ from loopwarden_client._core import (
     Request,
     parse_response,
     throttle_delay,
+    unwrap_items,
 )
 from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.types import (
@@ -159,7 +160,31 @@ async def _aperform(
 def send_flow(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
     """One request as the clients send it: the driver's `send` transmits it and hands back the
     HTTP response; a 429 `THROTTLED` is sent again after its Retry-After (`throttle_delay`),
-    up to `max_tries` sends; the answer is read by `parse_response`."""
+    up to `max_tries` sends; the answer is read by `parse_response`. A paginated request
+    (`request.pages`) follows every `next` link and answers every page's items together."""
+    if not request.pages:
+        return (yield from _sent(request, max_tries, hook))
+    page = replace(request, items=None)
+    whole: dict[str, Any] = {}
+    while True:
+        body = yield from _sent(page, max_tries, hook)
+        if not isinstance(body, dict):
+            raise LoopwardenError(200, "BAD_RESPONSE", f"expected a page of {request.pages}")
+        for key, value in body.items():
+            if key in request.pages and isinstance(value, list):
+                whole.setdefault(key, []).extend(value)
+            else:
+                whole[key] = value
+        link = body.get("next")
+        if not link:
+            break
+        page = replace(page, path=str(link), params=None)  # the link carries the query
+    if request.items is not None:
+        return unwrap_items(whole, request.items, 200)
+    return whole
+
+
+def _sent(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
     tries = 1
     while True:
         response = yield request
