@@ -4,11 +4,11 @@
 
 or, from a gunicorn.conf.py of your own: `from loopwarden.gunicorn_metrics import *`.
 
-- `on_starting` (the master, before any worker forks): empties the folder, so the counters
-  of a previous run, and the files of its dead workers, are not summed into this one.
-  Processes that write there and outlive the master (Celery workers on the same data dir)
-  lose what they counted so far; Prometheus reads that as a counter reset, which its rate()
-  and increase() handle.
+- `on_starting` (the master, before any worker forks): drops the files of processes that
+  have ended, so the counters of a previous run and of its dead workers are not summed into
+  this one (Prometheus reads the drop as a counter reset, which rate() and increase()
+  handle). The files of processes still running are kept: Celery workers on the same data
+  dir outlive a restart of the web server and go on counting into them.
 - `child_exit` (the master, when a worker exits): drops the dead worker's live gauges.
   Counters stay: what a dead worker counted still happened.
 """
@@ -20,6 +20,7 @@ import os
 from django.conf import settings
 
 from loopwarden.env import ConfigError
+from loopwarden.processes import alive
 from loopwarden.startup import fail
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
@@ -37,7 +38,14 @@ __all__ = ["child_exit", "on_starting"]
 
 def on_starting(server) -> None:
     for path in METRICS_DIR.glob("*.db"):
-        path.unlink(missing_ok=True)
+        if not alive(_pid_of(path.stem)):
+            path.unlink(missing_ok=True)
+
+
+def _pid_of(stem: str) -> int | None:
+    """The process a file of prometheus_client's belongs to (`counter_123`: 123)."""
+    pid = stem.rpartition("_")[2]
+    return int(pid) if pid.isdigit() else None
 
 
 def child_exit(server, worker) -> None:

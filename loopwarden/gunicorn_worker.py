@@ -36,6 +36,7 @@ from gunicorn.http import parser as _gunicorn_parser
 from gunicorn.workers.gthread import ThreadWorker
 
 from loopwarden.env import env_int
+from loopwarden.processes import alive
 
 # The longest a worker that holds more connections than another leaves a new one to it (s).
 ACCEPT_SPACING_SECONDS = env_int("ACCEPT_SPACING_MS", 10) / 1000
@@ -79,16 +80,6 @@ def _closing_when_body_left(app):
     return closing
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class SpreadingThreadWorker(ThreadWorker):
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -116,7 +107,7 @@ class SpreadingThreadWorker(ThreadWorker):
             return False
         me = os.getpid()
         for pid, count in _SLOT.iter_unpack(_TABLE):
-            if count < mine and pid > 0 and pid != me and _alive(pid):
+            if count < mine and pid > 0 and pid != me and alive(pid):
                 return True
         return False
 
