@@ -31,22 +31,26 @@ import struct
 
 from loopwarden.env import env_int
 
-# The multiprocess metrics folder: emptied when the master starts, a dead worker's gauges
-# dropped when it exits (see loopwarden/gunicorn_metrics.py).
+# The multiprocess metrics folder: the files of ended processes dropped when the master starts,
+# a dead worker's gauges when it exits (see loopwarden/gunicorn_metrics.py).
 from loopwarden.gunicorn_metrics import child_exit, on_starting  # noqa: F401
+from loopwarden.startup import one_line_on_config_error
 
 # Processes and threads per process. Each thread may hold a database connection while it
 # serves a request: workers x threads x web machines must stay under PostgreSQL's
 # max_connections.
-workers = env_int("WEB_CONCURRENCY", max(2, os.cpu_count() or 1), minimum=1)
+with one_line_on_config_error(3):  # a bad value: one line, not a traceback
+    workers = env_int("WEB_CONCURRENCY", max(2, os.cpu_count() or 1), minimum=1)
 # gunicorn's threaded worker (gthread), a new connection going to the worker that holds the
 # fewest (loopwarden/gunicorn_worker.py; ACCEPT_SPACING_MS): kept-alive connections stay with
 # the worker that accepted them.
 worker_class = "loopwarden.gunicorn_worker.SpreadingThreadWorker"
-threads = env_int("WEB_THREADS", 8, minimum=1)
+with one_line_on_config_error(3):
+    threads = env_int("WEB_THREADS", 8, minimum=1)
 
 # Seconds a client may stay silent while a request is read or an answer written.
-CLIENT_TIMEOUT_SECONDS = env_int("CLIENT_TIMEOUT_SECONDS", 10, minimum=1)
+with one_line_on_config_error(3):
+    CLIENT_TIMEOUT_SECONDS = env_int("CLIENT_TIMEOUT_SECONDS", 10, minimum=1)
 # A gthread worker's main loop answers the heartbeat even while its threads are busy: this
 # only restarts a worker that hangs as a whole.
 timeout = 30
@@ -56,7 +60,8 @@ graceful_timeout = 30
 # 5 s; nginx's upstream pool: 60 s; a cloud load balancer: typically 60 s): the end that closes
 # an idle connection must be the one that would send on it, or a request sent just as the
 # server closes gets no answer (a 502 from nginx, which does not send a POST again).
-keepalive = env_int("KEEPALIVE_SECONDS", 75, minimum=1)
+with one_line_on_config_error(3):
+    keepalive = env_int("KEEPALIVE_SECONDS", 75, minimum=1)
 
 
 def _timeval(seconds: int) -> bytes:

@@ -16,6 +16,7 @@ from datetime import timedelta
 from celery import Celery, Task, shared_task
 
 from loopwarden import broker
+from loopwarden.startup import one_line_on_config_error
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
 # `filesystem://`, the embedded broker, writes each message whole (see loopwarden/broker.py).
@@ -23,6 +24,18 @@ broker.register()
 
 app = Celery("loopwarden")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+
+@app.on_configure.connect
+def _settings_read_or_one_line(sender: Celery, **_kwargs: object) -> None:
+    """A worker or beat reads the settings here first: a bad value stops it with one line,
+    as `manage.py` and gunicorn do, not with Celery's traceback."""
+    from django.conf import settings
+
+    with one_line_on_config_error():
+        settings.INSTALLED_APPS  # noqa: B018 - reading one loads them all
+
+
 # Each app's Celery jobs are in its `jobs` module (`tasks` would say domain tasks here).
 app.autodiscover_tasks(related_name="jobs")
 

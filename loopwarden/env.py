@@ -42,6 +42,18 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`, in any case (given back as spelled there)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    by_case = {choice.lower(): choice for choice in choices}
+    found = by_case.get(raw.strip().lower())
+    if found is None:
+        raise ConfigError(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return found
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

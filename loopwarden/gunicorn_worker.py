@@ -37,9 +37,11 @@ from gunicorn.workers.gthread import ThreadWorker
 
 from loopwarden.env import env_int
 from loopwarden.processes import alive
+from loopwarden.startup import one_line_on_config_error
 
 # The longest a worker that holds more connections than another leaves a new one to it (s).
-ACCEPT_SPACING_SECONDS = env_int("ACCEPT_SPACING_MS", 10) / 1000
+with one_line_on_config_error(3):
+    ACCEPT_SPACING_SECONDS = env_int("ACCEPT_SPACING_MS", 10) / 1000
 
 # The workers' table: made when the master imports this module (it loads the worker class
 # before forking), so every worker maps the same memory. Slot `age % SLOTS` holds a worker's

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import dj_database_url
 
-from loopwarden.env import ConfigError, env_bool, env_int, env_list, env_networks, env_rate, env_str
+from loopwarden.env import (
+    ConfigError,
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_networks,
+    env_rate,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()
@@ -19,8 +28,10 @@ DEBUG = env_bool("DEBUG", False)
 REQUIRE_SECRET_KEY = env_bool("LOOPWARDEN_REQUIRE_SECRET_KEY", False)
 SECRET_KEY = env_str("SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG and REQUIRE_SECRET_KEY:
-        raise ConfigError("SECRET_KEY must be set")
+    if REQUIRE_SECRET_KEY:
+        raise ConfigError(
+            "SECRET_KEY must be set (LOOPWARDEN_REQUIRE_SECRET_KEY=true): a long random string"
+        )
     # Development fallback: stable per data directory so sessions survive restarts.
     key_file = DATA_DIR / "secret_key"
     if not key_file.exists():
@@ -42,6 +53,8 @@ HSTS_SECONDS = env_int("HSTS_SECONDS", 31_536_000, minimum=1)
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True
+    # Prometheus scrapes each web machine directly, inside the network, over HTTP (README).
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
     SECURE_HSTS_SECONDS = HSTS_SECONDS
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
@@ -134,8 +147,9 @@ TEMPLATES = [
 
 def _database() -> dict:
     url = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'loopwarden.sqlite3'}")
+    conn_max_age = env_int("DB_CONN_MAX_AGE", 0)
     try:
-        config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0))
+        config = dj_database_url.parse(url, conn_max_age=conn_max_age)
     except Exception:  # dj_database_url raises several kinds
         raise ConfigError(
             f"DATABASE_URL={_without_password(url)!r} is not a database URL: use "
@@ -357,7 +371,7 @@ if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
     )
 METRICS_ALLOWED_ADDRESSES = env_networks("METRICS_ALLOWED_ADDRESSES")
 
-LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

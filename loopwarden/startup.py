@@ -24,6 +24,17 @@ def fail(message: str, status: int = 2) -> None:
     raise SystemExit(status)
 
 
+@contextmanager
+def one_line_on_config_error(status: int = 2) -> Iterator[None]:
+    """Inside it, a bad setting stops the program with one line (`fail`), not a traceback:
+    for what reads settings outside `manage.py` (gunicorn's config, Celery's worker and beat).
+    Status 3 is gunicorn's "failed to boot": it stops the server instead of respawning."""
+    try:
+        yield
+    except ConfigError as exc:
+        fail(str(exc), status)
+
+
 def database_label(settings_dict: Mapping[str, Any]) -> str:
     """The database as a URL without its password, for messages."""
     engine = settings_dict.get("ENGINE", "")

@@ -21,7 +21,7 @@ if apps.is_installed("devtools"):
     urlpatterns.insert(0, path("api/v1/_bench/", include("devtools.urls")))
 
 # `./dev run` serves with gunicorn, which has no static file handler of its own: under DEBUG the
-# console's CSS and scripts come from the staticfiles finders (no collectstatic needed). In
-# production a reverse proxy serves STATIC_ROOT (see the README); the list is empty then.
+# console's CSS and scripts come from the staticfiles finders (no collectstatic needed). Without
+# DEBUG the list is empty and console/urls.py serves them (a proxy may serve STATIC_ROOT first).
 if settings.DEBUG:
     urlpatterns += staticfiles_urlpatterns()

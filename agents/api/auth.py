@@ -9,9 +9,11 @@ authenticate answers 401 before anything else it could answer.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 
+from django import db
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
@@ -129,7 +131,9 @@ class TokenCheckedByLock:
     def handle_exception(self, exc):
         claim = claim_of(self.request)  # type: ignore[attr-defined]
         if claim is not None and claim.agent is None:
-            exc = _token_failure(claim) or exc
+            # The database away: the lookup cannot say more than `exc` does (a 503).
+            with contextlib.suppress(db.OperationalError, db.InterfaceError):
+                exc = _token_failure(claim) or exc
         return super().handle_exception(exc)  # type: ignore[misc]
 
     def finalize_response(self, request, response, *args, **kwargs):

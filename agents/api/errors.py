@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from django import db
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import UnreadablePostError
@@ -71,10 +72,23 @@ def _body_error(exc) -> Response | None:
     return None
 
 
+# Seconds a client is asked to wait when the database did not answer.
+DATABASE_RETRY_SECONDS = 2
+
+
 def exception_handler(exc, context):
     body_error = _body_error(exc)
     if body_error is not None:
         return body_error
+    if isinstance(exc, (db.OperationalError, db.InterfaceError)):
+        # The database is away (or a lock wait gave up): the envelope an agent's client reads,
+        # not Django's HTML page. The transaction was rolled back.
+        return Response(
+            error_body("DATABASE_UNAVAILABLE", "The database did not answer; send the request "
+                       f"again in {DATABASE_RETRY_SECONDS} s."),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(DATABASE_RETRY_SECONDS)},
+        )  # fmt: skip
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, exceptions.ValidationError):

@@ -108,3 +108,21 @@ def test_a_bad_value_stops_the_start_with_a_clear_message(tmp_path, name, value,
     result = manage(tmp_path, "check", **{name: value})
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_under_the_switch_prometheus_scrapes_a_web_machine_over_plain_http(tmp_path):
+    """The README's scrape config reaches each web machine directly, inside the network, over
+    HTTP: the switch's redirect to HTTPS would send the scraper to a port that speaks none."""
+    token = secrets.token_urlsafe(24)
+    code = (
+        "from django.test import Client; "
+        f"r = Client().get('/metrics', HTTP_HOST='web-1.internal:8000', "
+        f"HTTP_AUTHORIZATION='Bearer {token}'); "
+        "print(r.status_code, r.get('Location'))"
+    )
+    result = manage(
+        tmp_path, "shell", "--no-imports", "-c", code, LOOPWARDEN_HTTPS="true",
+        METRICS_TOKEN=token, ALLOWED_HOSTS="loopwarden.example.com,web-1.internal",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["200", "None"]

@@ -163,3 +163,49 @@ def test_manage_py_outside_the_virtualenv_says_which_python_to_use(clean_env):
 
     line = one_line(result)
     assert ".venv/bin/python manage.py" in line
+
+
+def test_a_log_level_is_read_in_any_case_and_an_unknown_one_is_one_line(clean_env):
+    assert manage(clean_env, "check", LOG_LEVEL="info").returncode == 0
+
+    line = one_line(manage(clean_env, "check", LOG_LEVEL="verbose"))
+
+    assert "LOG_LEVEL" in line and "WARNING" in line
+
+
+def test_a_bad_connection_age_names_itself_not_the_database_url(clean_env):
+    line = one_line(manage(clean_env, "check", DB_CONN_MAX_AGE="abc"))
+
+    assert "DB_CONN_MAX_AGE" in line and "not a database URL" not in line
+
+
+def test_requiring_a_secret_key_holds_under_debug_too(clean_env):
+    line = one_line(manage(clean_env, "check", DEBUG="true", LOOPWARDEN_REQUIRE_SECRET_KEY="true"))
+
+    assert "SECRET_KEY" in line
+
+
+def celery(env: dict, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "loopwarden", *args],
+        env={**env, **extra}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("program", ["worker", "beat"])
+def test_a_bad_value_stops_a_celery_worker_or_beat_with_one_line(clean_env, program):
+    line = one_line(celery(clean_env, program, "--loglevel=WARNING", DEBUG="maybe"))
+
+    assert "DEBUG" in line and "true/false" in line
+
+
+def test_a_bad_value_stops_gunicorn_with_one_line(clean_env):
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("gunicorn")), "loopwarden.wsgi", "--check-config",
+         "-b", f"127.0.0.1:{free_port()}"],
+        env={**clean_env, "WEB_THREADS": "0"}, cwd=ROOT, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+
+    line = one_line(result)
+    assert "WEB_THREADS" in line
