@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from agents.guard.limits import BIGINT_MAX, COST_PLACES, INT_MAX, MAX_COST
+from agents.guard.limits import COST_PLACES, decimal_places, largest
 from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
@@ -136,14 +136,7 @@ def grant_excess(grant: dict[str, Any], original: Limits) -> dict[str, str]:
 
 def _largest(key: str) -> int | Decimal:
     """The largest grant of a dimension, and the largest limit it may raise (its column's)."""
-    if key == "cost":
-        return MAX_COST
-    return BIGINT_MAX if key == "tokens" else INT_MAX
-
-
-def _places(amount: Decimal) -> int:
-    exponent = amount.normalize().as_tuple().exponent
-    return -exponent if isinstance(exponent, int) else 0
+    return largest(GRANT_LIMITS[key])
 
 
 def parse_grant(grant: Any) -> dict[str, int | Decimal]:
@@ -182,7 +175,7 @@ def parse_grant(grant: Any) -> dict[str, int | Decimal]:
         if number < 0:
             errors[key] = "must be zero or more"
             continue
-        if isinstance(number, Decimal) and _places(number) > COST_PLACES:
+        if isinstance(number, Decimal) and decimal_places(number) > COST_PLACES:
             errors[key] = f"at most {COST_PLACES} decimal places"
             continue
         if number > _largest(key):

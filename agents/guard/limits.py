@@ -53,10 +53,23 @@ MAX_COST = Decimal("99999999.999999")
 COST_PLACES = 6
 
 
+def largest(name: str) -> int | Decimal:
+    """The largest value the limit `name` may hold (its column's)."""
+    if name == "max_cost":
+        return MAX_COST
+    return BIGINT_MAX if name == "max_tokens" else INT_MAX
+
+
+def decimal_places(amount: Decimal) -> int:
+    """How many digits after the point `amount` needs (trailing zeros not counted)."""
+    exponent = amount.normalize().as_tuple().exponent
+    return -exponent if isinstance(exponent, int) else 0
+
+
 def _check_int(name: str, value: Any, minimum: int) -> tuple[int | None, str | None]:
     if not is_int(value):
         return None, "Must be an integer."
-    top = BIGINT_MAX if name == "max_tokens" else INT_MAX
+    top = largest(name)
     if value < minimum:
         return None, f"Must be at least {minimum}."
     if value > top:
@@ -77,8 +90,7 @@ def _check_cost(value: Any) -> tuple[Decimal | None, str | None]:
         return None, "Must be at least 0."
     if amount > MAX_COST:
         return None, f"Must be at most {MAX_COST}."
-    exponent = amount.normalize().as_tuple().exponent
-    if isinstance(exponent, int) and -exponent > COST_PLACES:
+    if decimal_places(amount) > COST_PLACES:
         return None, f"At most {COST_PLACES} decimal places."
     return amount, None
 
