@@ -19,17 +19,14 @@ import os
 
 from django.conf import settings
 
-from loopwarden.env import ConfigError
 from loopwarden.processes import alive
-from loopwarden.startup import fail
+from loopwarden.startup import one_line_on_config_error
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
 # Reading a setting loads the settings, which put PROMETHEUS_MULTIPROC_DIR in the environment.
 # prometheus_client chooses its storage when it is first imported, so it must come after.
-try:
+with one_line_on_config_error(3):  # one line and a stop, as loopwarden/wsgi.py does
     METRICS_DIR = settings.PROMETHEUS_MULTIPROC_DIR
-except ConfigError as exc:  # one line and a stop, as loopwarden/wsgi.py does
-    fail(str(exc), 3)
 
 from prometheus_client import multiprocess  # noqa: E402
 

@@ -1,16 +1,12 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from django.core.wsgi import get_wsgi_application
 
-from loopwarden.env import ConfigError
+from loopwarden.startup import one_line_on_config_error
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopwarden.settings")
-try:
+# 3 is gunicorn's "worker failed to boot": it stops the server instead of respawning.
+with one_line_on_config_error(3):
     application = get_wsgi_application()
-except ConfigError as exc:
-    print(f"loopwarden: {exc}", file=sys.stderr)
-    # 3 is gunicorn's "worker failed to boot": it stops the server instead of respawning.
-    raise SystemExit(3) from None
