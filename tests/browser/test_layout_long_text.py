@@ -37,6 +37,18 @@ def assert_fits(page, where: str) -> None:
     )
 
 
+def assert_holds_its_content(page, selector: str, what: str) -> None:
+    """`selector`'s first element is as wide as its content wants: nothing overflows it."""
+    widths = page.evaluate(WIDTHS, selector)
+    assert widths["scroll"] <= widths["client"], f"{what} overflows: {widths}"
+
+
+def open_signed_in(page, console, screen, path: str) -> None:
+    page.set_viewport_size(screen)
+    sign_in(page, console.url, "adam")
+    page.goto(f"{console.url}{path}")
+
+
 @pytest.mark.parametrize("screen", SCREENS, ids=["laptop", "phone"])
 def test_a_goal_without_spaces_wraps_on_the_task_page(page, console, screen, shot):
     word_task = looping_search(console.agent, goal=WORD)
@@ -54,25 +66,18 @@ def test_a_goal_without_spaces_wraps_on_the_task_page(page, console, screen, sho
 @pytest.mark.parametrize("screen", SCREENS, ids=["laptop", "phone"])
 def test_a_long_operation_key_wraps_on_its_reconcile_card(page, console, screen, shot):
     lost_write(console.agent, KEY, goal=WORD)
-    page.set_viewport_size(screen)
-    sign_in(page, console.url, "adam")
-    page.goto(f"{console.url}/reconcile/")
+    open_signed_in(page, console, screen, "/reconcile/")
     assert_fits(page, "the reconcile queue")
-    card = page.evaluate(WIDTHS, ".op-card")
-    assert card["scroll"] <= card["client"], f"the card's content overflows it: {card}"
+    assert_holds_its_content(page, ".op-card", "the card's content")
     shot(f"long-key-reconcile-{screen['width']}")
 
 
 @pytest.mark.parametrize("screen", SCREENS, ids=["laptop", "phone"])
 def test_a_long_operation_key_wraps_on_the_task_page(page, console, screen):
     task_id = lost_write(console.agent, KEY)
-    page.set_viewport_size(screen)
-    sign_in(page, console.url, "adam")
-    page.goto(f"{console.url}/tasks/{task_id}/")
+    open_signed_in(page, console, screen, f"/tasks/{task_id}/")
     assert_fits(page, "the task page")
-    ledger = page.evaluate(WIDTHS, "#ledger")
-    assert ledger["scroll"] <= ledger["client"], f"the ledger card overflows: {ledger}"
+    assert_holds_its_content(page, "#ledger", "the ledger card")
     if screen["width"] >= 1280:
         # Room enough on a laptop: the trace's columns all stay inside its card.
-        trace = page.evaluate(WIDTHS, "#timeline .scroll-x")
-        assert trace["scroll"] <= trace["client"], f"the trace is pushed sideways: {trace}"
+        assert_holds_its_content(page, "#timeline .scroll-x", "the trace (pushed sideways)")
