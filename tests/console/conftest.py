@@ -7,6 +7,7 @@ what the guard really decided.
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -59,6 +60,27 @@ def anonymous(db) -> Client:
 
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+
+CSRF_TOKEN = re.compile(r'(csrfmiddlewaretoken" value="|"X-CSRFToken": ")[A-Za-z0-9]+')
+
+
+def without_csrf_tokens(page: str) -> str:
+    """The page with its CSRF tokens left blank: a token is 64 random letters and digits, so
+    it spells, now and then, any short word a test says the page must not hold."""
+    return CSRF_TOKEN.sub(r"\1", page)
+
+
+@pytest.fixture(params=["random", "spelled"])
+def csrf_token_spells(request, monkeypatch):
+    """Run a page test twice: with Django's random CSRF token, and with one that spells the
+    words given (letters and digits), as a random token now and then does."""
+
+    def spell(words: str) -> None:
+        if request.param == "spelled":
+            token = (words * 64)[:64]
+            monkeypatch.setattr("django.middleware.csrf._mask_cipher_secret", lambda _: token)
+
+    return spell
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from agents.models import AgentDay
 from agents.services import tasks
-from tests.console.conftest import HTMX
+from tests.console.conftest import HTMX, without_csrf_tokens
 
 
 def stat(page: str, label: str) -> int:
@@ -84,12 +84,17 @@ def test_htmx_gets_only_the_live_region(as_operator, looping_task):
     assert "Find the enterprise price" in body
 
 
-def test_a_full_page_carries_the_poll_and_htmx_from_static(as_operator, db):
+def test_a_full_page_carries_the_poll_and_htmx_from_static(as_operator, db, csrf_token_spells):
+    csrf_token_spells("unpkgCDN")
     body = as_operator.get("/").content.decode()
     assert "<html" in body
     assert 'hx-trigger="every 3s"' in body
     assert "/static/js/htmx.min.js" in body
-    assert "unpkg" not in body and "cdn" not in body.lower()
+    links = re.findall(r'(?:src|href)="([^"]*)"', body)  # ours, or inline (the favicon)
+    ours = [u for u in links if u.startswith(("/", "?", "#", "data:")) and not u.startswith("//")]
+    assert "/static/css/console.css" in links and ours == links
+    page = without_csrf_tokens(body)
+    assert "unpkg" not in page and "cdn" not in page.lower()
 
 
 def test_a_new_task_shows_up_on_the_next_poll(as_operator, agent):
