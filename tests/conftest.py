@@ -12,12 +12,18 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
+from hypothesis import settings as hypothesis_settings
 
 from agents.guard import terms
 from agents.models import LimitProfile, Task, ToolPolicy
 from agents.services import runner
 from agents.services.tasks import task_create
 from ledger.models import Operation
+
+# Property tests check what the guard does, not how fast: no per-example deadline (speed is the
+# benchmarks' job), and a failure prints the blob that replays it.
+hypothesis_settings.register_profile("loopwarden", deadline=None, print_blob=True)
+hypothesis_settings.load_profile("loopwarden")
 
 
 @dataclass

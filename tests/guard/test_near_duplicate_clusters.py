@@ -115,7 +115,7 @@ json_args = st.dictionaries(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(a=json_args, b=json_args)
 def test_lexical_is_a_symmetric_score_between_zero_and_one(a, b):
     ta, tb = canonical_json(a), canonical_json(b)
@@ -123,7 +123,7 @@ def test_lexical_is_a_symmetric_score_between_zero_and_one(a, b):
     assert lexical(ta, tb) == lexical(tb, ta)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(args=json_args, field=st.sampled_from(["page", "cursor", "offset", "id", "user_id"]),
        first=json_scalars, second=json_scalars)  # fmt: skip
 def test_a_differing_position_field_is_never_similar(args, field, first, second):

@@ -43,9 +43,7 @@ from agents.guard.terms import (
 
 from .factories import NOW, make_task
 
-PROPERTY_SETTINGS = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+PROPERTY_SETTINGS = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 
 # -- strategies --------------------------------------------------------------------------------
 
@@ -365,7 +363,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(args=st.dictionaries(st.text(max_size=4), json_values, max_size=5))
 def test_canonical_json_round_trips_and_ignores_key_order(args):
     text = core.canonical_json(args)
