@@ -335,3 +335,21 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
     assert "INVALID_TOOL_ARGUMENTS" in output and "invoice" in output
     assert tools.ran == [] and tool_decisions(lw, s.task_id) == []
     assert lw.get_task(s.task_id)["state"] == "RUNNING"
+
+
+def test_an_agent_tool_runs_its_agent_guarded_and_an_unguarded_one_is_refused(lw, session):
+    tools, s = Tools(), session()
+    researcher = Agent(name="researcher", model=ScriptedModel([[SEARCH], "found it"]),
+                       tools=tools.all)  # fmt: skip
+    lead = Agent(name="lead", model=ScriptedModel([[("research", {"input": "refunds?"})], "done"]),
+                 tools=[researcher.as_tool("research", "Research a question.")])  # fmt: skip
+    with pytest.raises(TypeError, match="as_tool"):  # its model calls would not pass the gate
+        guard_agent(lead, s)
+    assert (tools.ran, lw.get_task(s.task_id)["usage"]["model_calls"]) == ([], 0)
+
+    lead.tools = [guard_agent(researcher, s).as_tool("research", "Research a question.")]
+    assert run(guard_agent(lead, s)).final_output == "done"
+    assert tools.ran == ["search"]
+    usage = lw.get_task(s.task_id)["usage"]
+    assert (usage["model_calls"], usage["tool_requests"]) == (4, 2)  # the lead's 2, its agent's 2
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE", "EXECUTE"]

@@ -18,8 +18,9 @@ leaves `Runner.run` unwrapped. `Runner.run_streamed` is guarded the same way.
 
 Every agent reachable through `handoffs` (an `Agent`, or a `handoff(agent)`) is cloned the same
 way, once, under the same session. What cannot be guarded is refused when the agent is
-wrapped: hosted tools and MCP servers (they run outside this process) and a `Handoff` whose
-target agent cannot be reached.
+wrapped: hosted tools and MCP servers (they run outside this process), a `Handoff` whose
+target agent cannot be reached, and an `Agent.as_tool()` tool whose agent is not guarded (its
+nested run is out of reach: make it from a clone, `guard_agent(inner, session).as_tool(...)`).
 
 Models are resolved the way the SDK's runner resolves them, but at the first call, not when the
 agent is wrapped: a model name (or None, the default model) goes through the model provider of
@@ -164,6 +165,7 @@ class _Graph:
                     f"{type(tool).__name__} runs outside this process and cannot be guarded; "
                     "give the agent function tools only"
                 )
+            _refuse_an_unguarded_agent_tool(tool)
             self.tool_names.add(tool.name)
             tools.append(_guard_tool(self.guard, tool))
         clone = agent.clone(
@@ -241,6 +243,20 @@ class _CheckedHooks(AgentHooks[Any]):
 
     async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
         await self.hooks.on_tool_end(*args, **kwargs)
+
+
+def _refuse_an_unguarded_agent_tool(tool: FunctionTool) -> None:
+    """An `Agent.as_tool()` tool runs its agent in a nested run, out of the clones' reach: its
+    agent must be a guarded clone itself, or its model calls and tools would not pass the gate."""
+    inner = getattr(tool, "_agent_instance", None)  # set by as_tool (openai-agents 0.24)
+    if getattr(tool, "_is_agent_tool", False) and not isinstance(
+        getattr(inner, "_loopwarden_graph", None), _Graph
+    ):
+        raise TypeError(
+            f"tool {tool.name!r} runs agent {getattr(inner, 'name', None)!r} (Agent.as_tool) "
+            "in a nested run whose model calls and tools would not pass the gate; guard that "
+            "agent first: guard_agent(agent, session).as_tool(...)"
+        )
 
 
 def _guard_tool(guard: Guard, tool: FunctionTool) -> FunctionTool:
