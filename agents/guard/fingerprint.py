@@ -4,7 +4,9 @@ Loop detection is only as good as its notion of identity. Two requests that diff
 order, in whitespace the JSON encoder adds, or in a field the tool policy declares irrelevant
 (a request id, a timestamp) must hash the same; two requests that differ in anything the tool
 sees must not. So: keys sorted recursively, compact separators, list order kept (order is
-meaning in a list), strings untouched (" a" and "a" are different arguments).
+meaning in a list), strings untouched (" a" and "a" are different arguments), and a number
+written in its one JSON form (JSON has a single number type: 1, 1.0, 1e0 and -0.0 vs 0 are the
+same argument, so a float with no fraction is written as the integer it equals).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ def _normalize(value: Any) -> Any:
         return {str(key): _normalize(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_normalize(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        # 1.0 is the JSON number 1: a model that rewrites 1 as 1.0 repeats the same call.
+        return int(value)
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, Decimal):

@@ -102,3 +102,22 @@ def test_it_counts_executions_whose_results_never_arrived(agent_api):
 
     stop_report = assert_stopped(answer, "PARTIAL", "same_call", "GUARD_LOOP_DETECTED")
     assert stop_report["usage"]["tool_executions"] == 2
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [(1, 1.0), (0, -0.0), (100, "1e2")],
+    ids=["1 then 1.0", "0 then -0.0", "100 then 1e2"],
+)
+def test_it_treats_the_same_number_written_another_way_as_the_same_call(agent_api, first, again):
+    # JSON has one number type: 1, 1.0 and 1e0 are the same argument. A model that rewrites
+    # the number must not earn a third execution of the call it repeats.
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "search", {"q": "x", "page": first})
+    execute(agent_api, task["id"], "search", {"q": "x", "page": first})
+
+    raw = f'{{"tool": "search", "args": {{"q": "x", "page": {again}}}, "effect": "read"}}'
+    blocked = agent_api.post(f"tasks/{task['id']}/tool-calls", raw=raw)
+
+    assert blocked.status_code == 200, blocked.body
+    assert blocked.body["decision"] == "BLOCK", blocked.body

@@ -114,3 +114,17 @@ def test_action_signature_depends_on_call_order_but_not_key_order():
 
 def test_action_signature_treats_missing_args_as_an_empty_object():
     assert action_signature([{"name": "a"}]) == action_signature([{"name": "a", "args": {}}])
+
+
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [({"n": 1}, {"n": 1.0}), ({"n": 0}, {"n": -0.0}), ({"n": [100]}, {"n": [1e2]})],
+    ids=["1 and 1.0", "0 and -0.0", "100 and 1e2 in a list"],
+)
+def test_the_same_json_number_written_another_way_gives_the_same_fingerprint(left, right):
+    assert fingerprint("search", left, []) == fingerprint("search", right, [])
+
+
+def test_a_number_with_a_fraction_keeps_it():
+    assert fingerprint("search", {"n": 1.5}, []) != fingerprint("search", {"n": 1}, [])
+    assert canonical_json({"n": 1.5, "m": 2.0}) == '{"m":2,"n":1.5}'
