@@ -189,3 +189,26 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
                 if getattr(part, "part_kind", "") == "tool-return"]  # fmt: skip
     assert answer["code"] == "INVALID_TOOL_ARGUMENTS" and "reason" in answer["message"]
     assert tool_decisions(lw, s.task_id) == [] and lw.get_task(s.task_id)["state"] == "RUNNING"
+
+
+def test_the_tokens_of_a_response_a_model_fallback_rejected_are_reported(lw, session):
+    """ModelFallback moves on from a cut-off response (billed) inside one model request: its
+    usage is on the answer's failed_attempts, not in its usage, and must be reported too."""
+    from pydantic_ai.capabilities import ModelFallback
+
+    s = session()
+
+    def cut_off(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        usage = RequestUsage(input_tokens=1000, output_tokens=4000)
+        return ModelResponse(parts=[TextPart(content="...")], usage=usage, finish_reason="length")
+
+    def answers(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        usage = RequestUsage(input_tokens=100, output_tokens=10)
+        return ModelResponse(parts=[TextPart(content="done")], usage=usage)
+
+    agent = Agent(FunctionModel(cut_off), capabilities=[
+        LoopwardenCapability(s), ModelFallback(FunctionModel(answers)),
+    ])  # fmt: skip
+    result = agent.run_sync("go")
+    assert result.output == "done" and result.usage.total_tokens == 5110
+    assert lw.get_task(s.task_id)["usage"]["tokens"] == 5110

@@ -67,10 +67,14 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
         calls = [{"name": part.tool_name, "args": part.args_as_dict()}
                  for part in response.parts if isinstance(part, ToolCallPart)]  # fmt: skip
         text = "".join(part.content for part in response.parts if isinstance(part, TextPart))
+        # A fallback (ModelFallback, FallbackModel) keeps the usage of the billed responses it
+        # moved on from on `failed_attempts`, not in the answer's own `usage`.
+        usages = [response.usage] + [attempt.usage for attempt in response.failed_attempts or ()
+                                     if attempt.usage is not None]  # fmt: skip
         return self.guard.usage(
             model_call,
-            prompt_tokens=response.usage.input_tokens,
-            completion_tokens=response.usage.output_tokens,
+            prompt_tokens=sum(usage.input_tokens or 0 for usage in usages),
+            completion_tokens=sum(usage.output_tokens or 0 for usage in usages),
             tool_calls=calls,
             output_text=text or None,
         )
