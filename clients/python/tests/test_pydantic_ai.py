@@ -191,6 +191,24 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
     assert tool_decisions(lw, s.task_id) == [] and lw.get_task(s.task_id)["state"] == "RUNNING"
 
 
+def test_a_model_stop_of_an_agent_with_structured_output_raises_task_stopped(lw, session):
+    """A stop text is no valid structured output: pydantic-ai would retry it and fail with
+    UnexpectedModelBehavior; the run must end with the report instead."""
+    from pydantic import BaseModel
+
+    class Invoice(BaseModel):
+        number: str
+
+    tools, s = Tools(), session(max_model_calls=1)
+    script = Script([[("fetch_page", {"page": n})] for n in range(1, 9)])
+    agent = Agent(FunctionModel(script), tools=tools.all, output_type=Invoice,
+                  capabilities=[LoopwardenCapability(s, tools=PAY)])  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.run_sync("export")
+    assert (caught.value.state, caught.value.reason) == ("PARTIAL", "model_budget")
+    assert script.calls == 1
+
+
 def test_the_tokens_of_a_response_a_model_fallback_rejected_are_reported(lw, session):
     """ModelFallback moves on from a cut-off response (billed) inside one model request: its
     usage is on the answer's failed_attempts, not in its usage, and must be reported too."""

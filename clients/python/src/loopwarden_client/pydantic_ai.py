@@ -9,10 +9,11 @@
 
 `wrap_model_request` gates every model request: a STOP answers a final text response
 carrying the report instead of calling the model, so the run ends cleanly with it as output
-(for agents whose output is text). `wrap_tool_execute` asks before every tool execution:
-EXECUTE runs it (an exception is NO_RESULT); REUSE and BLOCK hand the stored result or the
-nudge to the model as the tool's return value; WAIT is slept out; a STOP raises `TaskStopped`
-out of `run`/`run_sync`. Put it first in `capabilities` so that no other capability's retry
+(for agents whose output may be text; with structured output a STOP raises `TaskStopped`).
+`wrap_tool_execute` asks before every tool execution: EXECUTE runs it (an exception is
+NO_RESULT); REUSE and BLOCK hand the stored result or the nudge to the model as the tool's
+return value; WAIT is slept out; a STOP raises `TaskStopped` out of `run`/`run_sync`. Put it
+first in `capabilities` so that no other capability's retry
 wraps it. Needs the `pydantic-ai` extra.
 """
 
@@ -32,6 +33,7 @@ except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "pydantic-ai") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
+from loopwarden_client.errors import TaskStopped
 from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
 from loopwarden_client.types import EXECUTE, ToolReport, jsonable
 
@@ -61,7 +63,13 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
             name if isinstance(name, str) else None, partial(handler, request_context), self._usage
         )
         response = await self.guard.arun(turn)
-        return self._stopped() if response is STOPPED else response
+        if response is not STOPPED:
+            return response
+        if not _takes_text(request_context.model_request_parameters):
+            # A stop text is no valid structured output: pydantic-ai would send it back to be
+            # retried and end with UnexpectedModelBehavior. End the run with the report.
+            raise TaskStopped(self.guard.report, task_id=self.guard.task_id)
+        return self._stopped()
 
     def _usage(self, model_call: int, response: ModelResponse):
         calls = [{"name": part.tool_name, "args": part.args_as_dict()}
@@ -97,3 +105,10 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
         )
         outcome = await self.guard.arun(flow)
         return produced[-1] if outcome.decision == EXECUTE else outcome.message
+
+
+def _takes_text(parameters: Any) -> bool:
+    """Whether the agent's output may be plain text: `str`, or a union with `str` (tool output
+    that also accepts text). Native, prompted and plain tool output need the schema."""
+    mode = getattr(parameters, "output_mode", "text")
+    return mode == "text" or (mode == "tool" and bool(getattr(parameters, "allow_text_output", 0)))
