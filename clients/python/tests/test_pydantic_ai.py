@@ -209,6 +209,29 @@ def test_a_model_stop_of_an_agent_with_structured_output_raises_task_stopped(lw,
     assert script.calls == 1
 
 
+def test_an_output_function_is_a_tool_execution_and_passes_the_gate(lw, operator, session, unique):
+    """An output function (`output_type=fn`) runs the model's arguments like a tool: a write
+    done there must be asked for and reach the ledger."""
+    s, sent = session(), []
+
+    def send_invoice(invoice: str) -> str:
+        """Send the invoice and finish."""
+        sent.append(invoice)
+        return f"sent {invoice}"
+
+    def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        [output_tool] = info.output_tools
+        call = ToolCallPart(tool_name=output_tool.name, args={"invoice": f"INV-{unique}"})
+        return ModelResponse(parts=[call], usage=RequestUsage(input_tokens=10, output_tokens=5))
+
+    guard = LoopwardenCapability(s, tools={"send_invoice": write(key="send-{invoice}")})
+    agent = Agent(FunctionModel(model), output_type=send_invoice, capabilities=[guard])
+    assert agent.run_sync("send it").output == f"sent INV-{unique}"
+    assert sent == [f"INV-{unique}"]
+    assert tool_decisions(lw, s.task_id) == ["EXECUTE"]
+    assert operation_state(operator, f"send-INV-{unique}") == "COMMITTED"
+
+
 def test_the_tokens_of_a_response_a_model_fallback_rejected_are_reported(lw, session):
     """ModelFallback moves on from a cut-off response (billed) inside one model request: its
     usage is on the answer's failed_attempts, not in its usage, and must be reported too."""

@@ -13,8 +13,13 @@ carrying the report instead of calling the model, so the run ends cleanly with i
 `wrap_tool_execute` asks before every tool execution: EXECUTE runs it (an exception is
 NO_RESULT); REUSE and BLOCK hand the stored result or the nudge to the model as the tool's
 return value; WAIT is slept out; a STOP raises `TaskStopped` out of `run`/`run_sync`. Put it
-first in `capabilities` so that no other capability's retry
-wraps it. Needs the `pydantic-ai` extra.
+first in `capabilities` so that no other capability's retry wraps it.
+
+An output function (`output_type=fn`, `ToolOutput(fn)`, `TextOutput(fn)`) runs the model's
+arguments as a tool does, so its final call is asked for as a tool named after the function
+(declare a write in `tools` like any other): REUSE answers the stored result as the output,
+BLOCK and an exhausted WAIT go back to the model as a retry prompt. Needs the `pydantic-ai`
+extra.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from loopwarden_client.guard import needs_extra
 
 try:
     from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import ModelRetry
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "pydantic-ai") from exc
@@ -35,7 +41,7 @@ except ImportError as exc:  # the extra is missing: say which one
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
 from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
-from loopwarden_client.types import EXECUTE, ToolReport, jsonable
+from loopwarden_client.types import EXECUTE, REUSE, ToolReport, jsonable
 
 __all__ = ["LoopwardenCapability"]
 
@@ -105,6 +111,28 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
         )
         outcome = await self.guard.arun(flow)
         return produced[-1] if outcome.decision == EXECUTE else outcome.message
+
+    async def wrap_output_process(
+        self, ctx: Any, *, output_context: Any, output: Any, handler: Any
+    ) -> Any:
+        if not output_context.has_function or getattr(ctx, "partial_output", False):
+            return await handler(output)
+        call = output_context.tool_call
+        name = output_context.function_name or (call.tool_name if call else "output")
+        args = call.args_as_dict() if call is not None else {"output": jsonable(output)}
+        produced: list[Any] = []
+
+        async def execute(_: Mapping[str, Any]) -> ToolReport:
+            produced.append(await handler(output))
+            return ToolReport(data=jsonable(produced[-1]))
+
+        call_id = call.tool_call_id if call is not None else None
+        outcome = await self.guard.arun(self.guard.tool(name, args, execute, call_id=call_id))
+        if outcome.decision == EXECUTE:
+            return produced[-1]
+        if outcome.decision == REUSE:
+            return outcome.message.get("data")
+        raise ModelRetry(json.dumps(outcome.message, ensure_ascii=False, default=str))
 
 
 def _takes_text(parameters: Any) -> bool:
