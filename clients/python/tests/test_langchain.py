@@ -331,3 +331,27 @@ def test_an_all_zero_usage_is_no_usage_and_keeps_the_reservation(lw, session):
     agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
     [call] = model_calls(lw, s.task_id)
     assert call["settled_at"] is None and call["prompt_tokens"] is None
+
+
+def test_a_retry_middleware_after_the_guard_never_runs_a_write_twice(lw, operator, session, unique):
+    """The documented order (guard first, retry after it) retries inside one EXECUTE: a write
+    whose first try timed out must not run again blind, whatever the retry middleware does."""
+    s, ran = session(), []
+
+    @tool
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        ran.append("pay")
+        if len(ran) == 1:
+            raise TimeoutError("the payment provider did not answer")
+        return f"paid {invoice}"
+
+    pay_call = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    retry = ToolRetryMiddleware(max_retries=3, initial_delay=0, jitter=False)
+    agent = create_agent(ScriptedModel(script=[[pay_call], "paid"]), [pay],
+                         middleware=[LoopwardenMiddleware(s, tools=PAY), retry])  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert ran == ["pay"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"

@@ -10,6 +10,8 @@
 Put it first in `middleware`: the first is the outermost, so a retry middleware placed after it
 (`ToolRetryMiddleware`, `ModelRetryMiddleware`) retries inside one guarded call and never sees,
 let alone retries, a STOP. Placed before it, a retry middleware would retry the TaskStopped.
+A write tool runs at most once per guarded call all the same: a retry inside one is refused
+before the tool runs (never a blind retry of a side effect), and the write ends UNKNOWN.
 
 A model STOP (gate or usage report) ends the run cleanly: the model is not called and the
 last message is an `AIMessage` without tool calls whose `response_metadata["loopwarden"]`
@@ -20,6 +22,7 @@ is reported as NO_RESULT. Needs the `langchain` extra.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -36,7 +39,7 @@ except ImportError as exc:  # the extra is missing: say which one
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
-from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, ToolReport, jsonable
+from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, WRITE, ToolReport, jsonable
 
 __all__ = ["LoopwardenMiddleware"]
 
@@ -101,7 +104,7 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
         produced: list[Any] = []
 
         def execute(args: Mapping[str, Any]) -> ToolReport:
-            produced.append(handler(request))
+            produced.append(handler(self._once(request)))
             return _tool_report(produced[-1])
 
         outcome = self.guard.run(self._tool(request, execute))
@@ -111,11 +114,44 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
         produced: list[Any] = []
 
         async def execute(args: Mapping[str, Any]) -> ToolReport:
-            produced.append(await handler(request))
+            produced.append(await handler(self._once(request)))
             return _tool_report(produced[-1])
 
         outcome = await self.guard.arun(self._tool(request, execute))
         return produced[-1] if outcome.decision == EXECUTE else _answer(request, outcome)
+
+    def _once(self, request: Any) -> Any:
+        """The request a write is executed with: its tool runs at most once per EXECUTE.
+
+        A retry middleware after the guard (`ToolRetryMiddleware`) calls the handler again
+        inside one guarded call; for a write that timed out this would be a blind retry of a
+        side effect that may have committed. The second try is refused before the tool runs,
+        so the retry ends in an error and the write is reported NO_RESULT (UNKNOWN)."""
+        tool = request.tool
+        if tool is None or self.guard.spec(request.tool_call["name"]).effect != WRITE:
+            return request
+        ran: list[bool] = []
+
+        def first_time() -> None:
+            if ran:
+                raise RuntimeError(
+                    f"Loopwarden: write {tool.name!r} already ran once under this tool call "
+                    "and is never retried blind; its commit state is for a human to reconcile"
+                )
+            ran.append(True)
+
+        def invoke(*args: Any, **kwargs: Any) -> Any:
+            first_time()
+            return tool.invoke(*args, **kwargs)
+
+        async def ainvoke(*args: Any, **kwargs: Any) -> Any:
+            first_time()
+            return await tool.ainvoke(*args, **kwargs)
+
+        once = copy.copy(tool)
+        object.__setattr__(once, "invoke", invoke)  # a pydantic model: set past its fields
+        object.__setattr__(once, "ainvoke", ainvoke)
+        return request.override(tool=once)
 
     def _tool(self, request: Any, execute: Callable[[Mapping[str, Any]], Any]):
         call = request.tool_call
