@@ -355,3 +355,17 @@ def test_a_retry_middleware_after_the_guard_never_runs_a_write_twice(lw, operato
     assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
     assert ran == ["pay"]
     assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_arguments_the_tool_schema_refuses_are_answered_to_the_model(lw, operator, session, unique):
+    """A write called with arguments its schema refuses never ran: the model is told, as for a
+    key it cannot derive; the write is not left UNKNOWN for a human to reconcile."""
+    tools, s = Tools(), session()
+    bad = ("pay", {"invoice": f"INV-{unique}", "amount": {"not": "a string"}})
+    _, agent = agent_for([[bad], "I could not pay."], tools, LoopwardenMiddleware(s, tools=PAY))
+    result = agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert result["messages"][-1].content == "I could not pay."
+    assert result["messages"][-2].status == "error" and tools.ran == []
+    assert lw.get_task(s.task_id)["state"] == "RUNNING"
+    assert not [op for op in operator.list_operations() if op["key"] == f"pay-INV-{unique}"]
+

@@ -34,11 +34,12 @@ try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain.agents.middleware.types import ExtendedModelResponse
     from langchain_core.messages import AIMessage, ToolMessage
+    from pydantic import ValidationError
 except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "langchain") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
+from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, InvalidArguments
 from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, WRITE, ToolReport, jsonable
 
 __all__ = ["LoopwardenMiddleware"]
@@ -101,6 +102,8 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
     # -- tool calls
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        if (refused := _refused(request)) is not None:
+            return refused
         produced: list[Any] = []
 
         def execute(args: Mapping[str, Any]) -> ToolReport:
@@ -111,6 +114,8 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
         return produced[-1] if outcome.decision == EXECUTE else _answer(request, outcome)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        if (refused := _refused(request)) is not None:
+            return refused
         produced: list[Any] = []
 
         async def execute(args: Mapping[str, Any]) -> ToolReport:
@@ -157,6 +162,28 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
         call = request.tool_call
         args = call.get("args") or {}
         return self.guard.tool(call["name"], args, execute, call_id=call.get("id"))
+
+
+def _refused(request: Any) -> ToolMessage | None:
+    """The model's arguments checked against the tool's schema before anything is asked: the
+    tool node would refuse them before the tool runs, and its error message would be reported
+    as NO_RESULT (a read FAILED, a write UNKNOWN) for a call that never ran. A schema violation
+    is the model's mistake, answered to it as the tool's message, like a key it cannot derive."""
+    schema = getattr(request.tool, "tool_call_schema", None)
+    if not (isinstance(schema, type) and hasattr(schema, "model_validate")):
+        return None
+    call = request.tool_call
+    try:
+        schema.model_validate(call.get("args") or {})
+    except ValidationError as error:
+        message = InvalidArguments("its arguments from the tool's schema", error)
+        return ToolMessage(
+            content=json.dumps(message.tool_message(call["name"]), ensure_ascii=False),
+            tool_call_id=call.get("id") or "",
+            name=call["name"],
+            status="error",
+        )
+    return None
 
 
 def _model_name(request: ModelRequest) -> str | None:
