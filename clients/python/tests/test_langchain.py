@@ -368,4 +368,3 @@ def test_arguments_the_tool_schema_refuses_are_answered_to_the_model(lw, operato
     assert result["messages"][-2].status == "error" and tools.ran == []
     assert lw.get_task(s.task_id)["state"] == "RUNNING"
     assert not [op for op in operator.list_operations() if op["key"] == f"pay-INV-{unique}"]
-
