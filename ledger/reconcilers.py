@@ -68,15 +68,20 @@ def operation_check(*, operation_id: int, attempt: int) -> CheckOutcome:
     call runs outside any transaction. Raises NoAnswer when the check may be tried again.
     """
     now = timezone.now()
+    operation = Operation.objects.filter(pk=operation_id).first()
+    if operation is None:
+        return CheckOutcome(operation_id, None, "not claimed")
+    # The check is claimed for the episode read here (`attempts`, the row's claim): its answer
+    # is applied only to that episode, never to a later claim of the key (see below).
     claimed = Operation.objects.filter(
         pk=operation_id,
         state=terms.UNKNOWN,
+        attempts=operation.attempts,
         reconcile_checks=attempt,
         reconcile_checks__lt=settings.RECONCILE_MAX_CHECKS,
     ).update(reconcile_checks=F("reconcile_checks") + 1, updated_at=now)
     if claimed != 1:
         return CheckOutcome(operation_id, None, "not claimed")
-    operation = Operation.objects.get(pk=operation_id)
     policy = ToolPolicy.objects.filter(tool=operation.tool).exclude(reconcile_url="").first()
     if policy is None:  # the policy lost its URL since the check was queued
         return CheckOutcome(operation_id, None, "no reconciler")
@@ -92,6 +97,9 @@ def operation_check(*, operation_id: int, attempt: int) -> CheckOutcome:
             evidence={"reconcile_url": policy.reconcile_url, "answer": answer,
                       "check": attempt + 1},
             automatic=True,
+            # The answer speaks of the episode it was asked about: while it came, an operator
+            # may have settled that one and the key run again into a new UNKNOWN episode.
+            claim=operation.attempts,
         )  # fmt: skip
     except (Conflict, NotFound) as exc:  # a human, or a late result, settled it meanwhile
         return CheckOutcome(operation_id, None, str(exc))

@@ -238,12 +238,17 @@ def operation_reconcile(
     result: Any = None,
     evidence: Any = None,
     automatic: bool = False,
+    claim: int | None = None,
 ) -> Operation:
     """Record a verdict on an UNKNOWN operation (or an IN_FLIGHT one whose lease expired).
 
     Locks the claiming task's row, then the operation row (the lock order, `agents.taskrow`).
     COMMITTED stores the result (later requests get REUSE); NOT_COMMITTED lets the key
     execute again; UNKNOWN records the note and changes nothing.
+
+    `claim`, when given, is the claim the verdict speaks of (the operation's `attempts` when
+    it was asked about, as a reconciler is): a row claimed again since then is another
+    episode, which that verdict knows nothing of (409 OPERATION_CHANGED, nothing changed).
     """
     if verdict not in VERDICTS:
         raise BadInput(
@@ -262,6 +267,12 @@ def operation_reconcile(
             operation = Operation.objects.select_for_update().get(pk=operation_id)
         except (Operation.DoesNotExist, ValueError):
             raise NotFound("No such operation.", code="OPERATION_NOT_FOUND") from None
+        if claim is not None and operation.attempts != claim:
+            raise Conflict(
+                f"Operation {operation.operation_key} was claimed again since this verdict "
+                "was asked for.",
+                code="OPERATION_CHANGED",
+            )
         if not waits_for_verdict(operation, now):
             raise Conflict(
                 f"Operation {operation.operation_key} is {operation.state}; only UNKNOWN "
