@@ -137,9 +137,8 @@ class ReconcileForm(forms.Form):
         # Form.clean() returns self.cleaned_data; django-stubs types that return as optional.
         super().clean()
         data = self.cleaned_data
-        if data.get("result", "").strip() and data.get("verdict") not in (None, terms.OP_COMMITTED):
-            self.add_error("result", "Only a COMMITTED verdict stores a result.")
-        elif "result" in data:
+        # Whether the verdict may carry a result is the reconcile service's rule.
+        if "result" in data:
             try:
                 self.result_value()
             except RecursionError:

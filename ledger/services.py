@@ -244,7 +244,8 @@ def operation_reconcile(
 
     Locks the claiming task's row, then the operation row (the lock order, `agents.taskrow`).
     COMMITTED stores the result (later requests get REUSE); NOT_COMMITTED lets the key
-    execute again; UNKNOWN records the note and changes nothing.
+    execute again; UNKNOWN records the note and changes nothing. Only COMMITTED takes a
+    `result` (else 400 RESULT_NOT_ALLOWED, nothing changed).
 
     `claim`, when given, is the claim the verdict speaks of (the operation's `attempts` when
     it was asked about, as a reconciler is): a row claimed again since then is another
@@ -258,6 +259,14 @@ def operation_reconcile(
         )
     if blank(note):
         raise BadInput("A note is required.", code="NOTE_REQUIRED", fields={"note": "required"})
+    if result is not None and verdict != terms.OP_COMMITTED:
+        # Only a commit has a result: a NOT_COMMITTED or UNKNOWN verdict carrying one would
+        # leave an audit row that contradicts itself.
+        raise BadInput(
+            "Only a COMMITTED verdict stores a result.",
+            code="RESULT_NOT_ALLOWED",
+            fields={"result": "Only a COMMITTED verdict stores a result."},
+        )
     now = timezone.now()
     with transaction.atomic():
         try:

@@ -134,6 +134,23 @@ def test_it_requires_a_note_and_a_known_verdict(agent_api, operator_api, lost_wr
     assert not Reconciliation.objects.exists()
 
 
+def test_it_refuses_a_result_with_a_verdict_other_than_committed(
+    agent_api, operator_api, lost_write
+):
+    # The console refuses it ("Only a COMMITTED verdict stores a result."); the API must too:
+    # an audit row saying NOT_COMMITTED with a result attached contradicts itself.
+    operation = unknown_operation(operator_api)
+
+    for verdict in ("NOT_COMMITTED", "UNKNOWN"):
+        response = reconcile(operator_api, operation["id"], verdict, result={"message_id": "m-1"})
+        assert response.status_code == 400, (verdict, response.body)
+        assert response.body["error"]["code"] == "RESULT_NOT_ALLOWED"
+        assert "result" in response.body["error"]["fields"]
+
+    assert Operation.objects.get().state == "UNKNOWN"
+    assert not Reconciliation.objects.exists()
+
+
 def test_it_shows_the_operation_with_its_history(operator_api, lost_write):
     operation = unknown_operation(operator_api)
     reconcile(operator_api, operation["id"], "NOT_COMMITTED", note="no mail in the outbox")
