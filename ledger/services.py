@@ -297,7 +297,11 @@ def operation_reconcile(
             operation.state = terms.NOT_COMMITTED
         else:
             operation.state = terms.UNKNOWN
-        operation.lease_expires_at = None
+        if verdict != terms.UNKNOWN:
+            operation.lease_expires_at = None
+        # A verdict of UNKNOWN keeps the lease it found over: the lease sweep's rule for an
+        # UNKNOWN row whose claimer still runs with its call unreported (its task needs a
+        # human) is asked of that lease, and a verdict that nobody knows changes nothing.
         operation.save()
         # Whatever the verdict, the claiming execution is no longer in flight: it leaves its
         # task's pending set, so it never counts again as a pending repeat.

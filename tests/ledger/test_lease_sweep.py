@@ -198,3 +198,29 @@ def test_a_claimer_that_reported_is_not_stopped_by_an_unknown_row(
     )
 
     assert sweeps.sweep_leases(now=past_lease).stopped == []
+
+
+def test_an_expired_write_still_unknown_after_a_verdict_stops_its_task_all_the_same(
+    make_task, start_write
+):
+    # An operator records "still unknown" on a write whose lease ran out before the sweep
+    # came: nobody knows whether it committed, so its task needs a human as if the sweep had
+    # been first, and the sweep must still find it.
+    from ledger.services import operation_reconcile
+
+    task = make_task()
+    operation = start_write(task)
+    Operation.objects.filter(pk=operation.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    operation_reconcile(
+        operation_id=operation.pk, verdict=terms.UNKNOWN, note="asking the mail provider",
+        actor="user:olivia",
+    )  # fmt: skip
+
+    sweeps.sweep_leases()
+
+    operation.refresh_from_db()
+    task.refresh_from_db()
+    assert operation.state == terms.UNKNOWN
+    assert (task.state, task.reason) == (terms.NEEDS_HUMAN, "unknown_commit")
