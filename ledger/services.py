@@ -160,6 +160,23 @@ def claimed_by(operation: Operation, call: ToolCall) -> bool:
     return (operation.task_id, operation.claim_seq) == (call.task_id, call.seq)
 
 
+def claim_decided(call: ToolCall) -> bool:
+    """Whether the write `call` claimed is decided without it: the row is no longer its open
+    claim (a verdict settled it, or another call claimed the key since). Read under the lock
+    of the call's task, which a reconcile of that claim takes first."""
+    if call.operation_id is None:
+        return False
+    row = (
+        Operation.objects.filter(pk=call.operation_id)
+        .values("state", "task_id", "claim_seq")
+        .first()
+    )
+    if row is None:
+        return False
+    ours = (row["task_id"], row["claim_seq"]) == (call.task_id, call.seq)
+    return not (ours and row["state"] in UNRESOLVED_STATES)
+
+
 def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str) -> bool:
     """An IN_FLIGHT claim whose lease ran out becomes UNKNOWN: nobody knows whether the write
     happened. Writes the one `lease_expired` event. True when the row changed now.

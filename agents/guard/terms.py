@@ -292,6 +292,9 @@ class ToolCallView:
     # False once the call's claim expired or was reconciled: it already left the pending set
     # (see `lifecycle.release_pending`), so a late result must not remove another call's entry.
     in_flight: bool = True
+    # True when the write's claim is decided without this call: a verdict (or a later claim)
+    # settled it after the call was released. Its late result then knows less than the ledger.
+    claim_decided: bool = False
 
 
 @dataclass

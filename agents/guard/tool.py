@@ -385,6 +385,11 @@ def report_result(
     if task.terminal:
         return already_stopped(task, fingerprint=fp, **ledger)
     is_write = call.effect == WRITE
+    if is_write and not call.in_flight and call.claim_decided:
+        # The released call's write was decided meanwhile (reconciled, or claimed again):
+        # the verdict stands. The result is recorded and may still prove the commit (the
+        # ledger's rule); the task, resumed or running on, moves no counter and goes on.
+        return Outcome(decision=CONTINUE, fingerprint=fp, **ledger)
 
     # 1. No usable result.
     unusable = _usable_kind(call, result)

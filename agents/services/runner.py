@@ -446,6 +446,7 @@ def tool_call_result(
             tool=call.tool, effect=call.effect, fingerprint=call.fingerprint,
             args_text=call.args_text, job_id=call.job_id or None,
             in_flight=call.released_at is None,
+            claim_decided=call.released_at is not None and ledger.claim_decided(call),
         )  # fmt: skip
         outcome = core.report_result(state, view, result, now)
         if novelty and not seen_before and novelty in state.seen_hashes:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
+import pytest
+from django.utils import timezone
+
+from agents.services import sweeps
 from ledger.models import Operation, Reconciliation
 from tests.api.helpers import (
     NOTICE_KEY,
@@ -13,6 +17,7 @@ from tests.api.helpers import (
     new_task,
     report,
     send_notice,
+    snapshot,
 )
 
 pytestmark = pytest.mark.django_db
@@ -172,3 +177,27 @@ def test_it_filters_operations_by_state(operator_api, lost_write):
     bad = operator_api.get("operations?state=LOST")
     assert bad.status_code == 400
     assert bad.body["error"]["code"] == "BAD_STATE"
+
+
+@pytest.mark.parametrize("verdict", ["COMMITTED", "NOT_COMMITTED"])
+def test_a_late_result_of_a_reconciled_write_leaves_the_verdict_and_the_resumed_task_alone(
+    agent_api, operator_api, verdict
+):
+    # The agent went silent on a write; the lease ran out; an operator found out what
+    # happened, recorded it and resumed. The old call's timeout then arrives: it knows less
+    # than the verdict, so it must not stop the new phase with unknown_commit (the report
+    # would list no UNKNOWN operation) nor move anything of the task.
+    task = new_task(agent_api)
+    asked = send_notice(agent_api, task["id"])
+    Operation.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    sweeps.sweep_leases()
+    operation = unknown_operation(operator_api)
+    reconcile(operator_api, operation["id"], verdict)
+    assert resume(operator_api, task["id"]).status_code == 200
+    before = snapshot(agent_api, task["id"])
+
+    late = report(agent_api, task["id"], asked["tool_call"], "NO_RESULT", error="timeout")
+
+    assert late["decision"] == "CONTINUE", late
+    assert snapshot(agent_api, task["id"]) == before
+    assert Operation.objects.get().state == verdict
