@@ -38,15 +38,24 @@ def task_stop(
     """Stop a task: STOPPED/operator_stop (a user), or agent_stop (the task's own agent). The
     task, and whether this request stopped it.
 
-    Locks the task row, so a stop and a racing tool request are serialized: once the stop has
-    committed, no request is answered EXECUTE. Idempotent: stopping a terminal task, or
-    repeating a request_id, changes nothing and answers the task as it is (False).
+    An operator's stop needs a reason (400 REASON_REQUIRED, nothing changed); the agent's
+    may omit it. Locks the task row, so a stop and a racing tool request are serialized:
+    once the stop has committed, no request is answered EXECUTE. Idempotent: stopping a
+    terminal task, or repeating a request_id, changes nothing and answers the task as it is
+    (False).
     """
     now = timezone.now()
     guard_reason = "agent_stop" if agent is not None else "operator_stop"
     who = actor or (f"agent:{agent.name}" if agent is not None else actor_name(user))
     with transaction.atomic():
-        task = lock_task(task_id, agent=agent)
+        task = lock_task(task_id, agent=agent)  # no such task: 404 before a bad body's 400
+        if agent is None and blank(reason):
+            # A person's stop says why (the agent's own may not): DESIGN 6, `reason`.
+            raise BadInput(
+                "A reason is required to stop a task.",
+                code="REASON_REQUIRED",
+                fields={"reason": "required"},
+            )
         if (
             request_id
             and task.events.filter(kind="stop_requested", detail__request_id=request_id).exists()

@@ -85,3 +85,18 @@ def test_it_does_not_stop_a_completed_task(agent_api, operator_api):
 
     assert response.status_code == 200
     assert (response.body["state"], response.body["reason"]) == ("COMPLETED", "goal_met")
+
+
+def test_it_requires_an_operators_reason_and_changes_nothing_without_one(agent_api, operator_api):
+    # DESIGN: the operator's stop takes `reason` (the agent's `reason?`); the console asks for
+    # one too. A person's stop without a why leaves an audit entry nobody can act on.
+    task = new_task(agent_api)
+
+    for body in ({}, {"reason": ""}, {"reason": "   "}):
+        response = operator_api.post(f"tasks/{task['id']}/stop", body)
+        assert response.status_code == 400, (body, response.body)
+        assert response.body["error"]["code"] == "REASON_REQUIRED"
+        assert response.body["error"]["fields"] == {"reason": "required"}
+
+    assert get_task(agent_api, task["id"])["state"] == "RUNNING"
+    assert not Event.objects.filter(task_id=task["id"], kind="stop_requested").exists()
