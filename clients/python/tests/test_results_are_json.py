@@ -44,3 +44,20 @@ def test_run_returns_the_task_when_a_result_holds_a_decimal(lw, operator, unique
                lambda name, args, data: committed(data))  # fmt: skip
     assert task["state"] == "COMPLETED"
     assert operation_state(operator, key) == "COMMITTED"
+
+
+def scored(args: dict) -> dict:
+    return {"score": float("nan"), "ceiling": float("inf"), "floor": float("-inf")}
+
+
+def test_a_nan_in_a_writes_result_is_reported_and_the_operation_committed(lw, operator, unique):
+    """JSON has no NaN or Infinity (httpx refuses to send them, the server answers 400): a
+    tool that returned one (a pandas mean of nothing) already ran, so its result must still
+    reach the ledger, not leave the write IN_FLIGHT until its lease makes it UNKNOWN."""
+    s = lw.session(lw.create_task("pay with a NaN score")["id"])
+    key = f"pay-{unique}"
+    s.tool("pay", {"invoice": unique}, scored, effect="write", operation_key=key,
+           inspect=committed)  # fmt: skip
+    assert operation_state(operator, key) == "COMMITTED"
+    [operation] = [op for op in operator.list_operations() if op["key"] == key]
+    assert operation["result"] == {"score": "NaN", "ceiling": "Infinity", "floor": "-Infinity"}

@@ -34,10 +34,12 @@ def jsonable(value: Any) -> Any:
 
     The tool already ran, so its result must reach the server whatever it holds: a Decimal is
     sent as its exact text, a date or time in ISO 8601, a UUID as text, a pydantic model or
-    dataclass-like object by its `model_dump()` or `dict()`, anything else by its repr.
+    dataclass-like object by its `model_dump()` or `dict()`, anything else by its repr. A float
+    JSON has no number for (NaN, Infinity, -Infinity) is sent as that name, as text: sent as
+    is, the whole report would be refused.
     """
     try:
-        return json.loads(json.dumps(value, default=_fallback))
+        return json.loads(json.dumps(value, default=_fallback), parse_constant=str)
     except (TypeError, ValueError):
         return repr(value)
 
