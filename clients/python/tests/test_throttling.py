@@ -83,3 +83,47 @@ def test_the_async_client_honours_throttling_too():
 
     assert asyncio.run(main()) == {"id": "t"}
     assert slept == [3.0] and len(seen) == 2
+
+
+def database_unavailable() -> httpx.Response:
+    # What the server answers when its database did not answer (agents/api/errors.py).
+    message = "The database did not answer; send the request again in 2 s."
+    body = {"error": {"code": "DATABASE_UNAVAILABLE", "message": message}}
+    return httpx.Response(503, json=body, headers={"Retry-After": "2"})
+
+
+class FirstResultUnavailable(httpx.BaseTransport):
+    """The live server, except that the first result report meets a database that is away:
+    answered 503 before anything was decided (the server rolls the transaction back)."""
+
+    def __init__(self) -> None:
+        self.real = httpx.HTTPTransport()
+        self.refused: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/result") and not self.refused:
+            self.refused.append(request.url.path)
+            return database_unavailable()
+        return self.real.handle_request(request)
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def test_a_database_unavailable_503_is_sent_again_after_its_retry_after(live, unique):
+    """DESIGN: 503 DATABASE_UNAVAILABLE rolled the request back; send it again after
+    Retry-After. A write's result refused that way must still reach the ledger, not leave the
+    operation IN_FLIGHT until its lease makes it UNKNOWN and the task NEEDS_HUMAN."""
+    transport = FirstResultUnavailable()
+    slept: list[float] = []
+    with Client(live.api, live.agent_token, transport=transport, sleep=slept.append) as lw:
+        s = lw.session(lw.create_task("pays while the database blinks")["id"])
+        s.tool("pay", {"invoice": unique}, lambda args: "paid", effect="write",
+               operation_key=f"pay-{unique}",
+               inspect=lambda data: {"revision": 0, "done": False, "committed": True})  # fmt: skip
+        task = lw.get_task(s.task_id)
+    assert transport.refused and slept == [2.0]
+    assert task["state"] == "RUNNING" and task["usage"]["tool_executions"] == 1
+    with Client(live.api, live.operator_token) as operator:
+        [operation] = [op for op in operator.list_operations() if op["key"] == f"pay-{unique}"]
+    assert operation["state"] == "COMMITTED"

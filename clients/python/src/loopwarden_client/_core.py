@@ -27,6 +27,8 @@ DecisionHook = Callable[[str, JSON, JSON], None]
 DEFAULT_WAIT_MS = 1000  # when a WAIT forgets to say how long
 USER_AGENT = f"loopwarden-client/{VERSION}"
 THROTTLED = "THROTTLED"
+# Refusals made before anything was decided, so sending the request again is safe: (status, code).
+RESENDABLE = {(429, THROTTLED), (503, "DATABASE_UNAVAILABLE")}
 MAX_THROTTLE_SECONDS = 60.0  # a Retry-After longer than this is not slept out: it is raised
 
 
@@ -116,14 +118,16 @@ def parse_response(
 def throttle_delay(response: httpx.Response, tries: int, max_tries: int) -> float | None:
     """Seconds to wait before sending a throttled request again, or None to read the answer.
 
-    A 429 `THROTTLED` was refused before anything was decided, so sending it again is safe; it
-    is honoured like a WAIT. Any other 429 (`TRIGGER_LOOP`: the guard's verdict on a looping
-    workflow) is an answer, never retried. Past `max_tries`, or a wait longer than
-    `MAX_THROTTLE_SECONDS`, the 429 is raised as a `LoopwardenError`.
+    A 429 `THROTTLED`, or a 503 `DATABASE_UNAVAILABLE` (the server rolled the request back),
+    was refused before anything was decided, so sending it again is safe; it is honoured like
+    a WAIT. Any other 429 (`TRIGGER_LOOP`: the guard's verdict on a looping workflow) is an
+    answer, never retried. Past `max_tries`, or a wait longer than `MAX_THROTTLE_SECONDS`, the
+    refusal is raised as a `LoopwardenError`.
     """
-    if response.status_code != 429 or tries >= max_tries:
+    status = response.status_code
+    if status not in (429, 503) or tries >= max_tries:
         return None
-    if error_from_response(response).code != THROTTLED:
+    if (status, error_from_response(response).code) not in RESENDABLE:
         return None
     delay = retry_after_seconds(response.headers.get("Retry-After"))
     if delay is None:
