@@ -6,7 +6,15 @@ import asyncio
 from typing import Any
 
 import pytest
-from loopwarden_client import AsyncClient, LoopwardenError, Plan, TaskStopped, ToolReport, arun
+from loopwarden_client import (
+    AsyncClient,
+    LoopwardenError,
+    Plan,
+    TaskStopped,
+    ToolReport,
+    arun,
+    run,
+)
 
 from agents.guard import terms
 from agents.models import ModelCall, ToolCall
@@ -110,12 +118,33 @@ def test_arun_accepts_async_plan_execute_and_inspect(api_url, agent_token):
     assert (task["state"], task["revision"]) == (terms.COMPLETED, 2)
 
 
-def test_the_sync_session_refuses_an_async_tool_as_no_result(lw):
+def test_the_sync_session_refuses_an_awaitable_answer_as_no_result(lw):
     async def execute(args: dict[str, Any]) -> Any:
         return 1
 
     session = lw.session(lw.create_task("wrong driver")["id"])
-    with pytest.raises(TaskStopped):
-        session.tool("fetch", {}, execute)
+    with pytest.raises(TaskStopped):  # a plain function handing back a coroutine: seen late
+        session.tool("fetch", {}, lambda args: execute(args))
     call = ToolCall.objects.get(task_id=session.task_id)
     assert call.result_kind == terms.NO_RESULT and "AsyncTaskSession" in call.result_error
+
+
+def test_the_sync_session_refuses_an_async_write_before_asking_the_guard(lw):
+    """An `async def` tool cannot run under the sync driver, and that is known before the
+    guard is asked: asking first counted an execution and reported NO_RESULT, so a write that
+    never ran became UNKNOWN and its task NEEDS_HUMAN, for an operator to reconcile nothing."""
+
+    async def pay(args: dict[str, Any]) -> Any:
+        pytest.fail("an async tool never runs under the sync session")
+
+    session = lw.session(lw.create_task("wrong driver for a write")["id"])
+    with pytest.raises(TypeError, match="AsyncTaskSession"):
+        session.tool("pay", {"invoice": "INV-1"}, pay, effect="write", operation_key="pay-INV-1")
+    with pytest.raises(TypeError, match="AsyncTaskSession"):
+        session.tool("fetch", {}, lambda args: 1, inspect=pay)
+    with pytest.raises(TypeError, match="arun"):
+        run(lw, session.task_id, lambda history: Plan(done=True), lambda name, args: 1, pay)
+    assert not ToolCall.objects.filter(task_id=session.task_id).exists()
+    assert not Operation.objects.filter(operation_key="pay-INV-1").exists()
+    task = session.get()
+    assert task["state"] == terms.RUNNING and task["usage"]["model_calls"] == 0

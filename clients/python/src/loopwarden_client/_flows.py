@@ -127,8 +127,24 @@ def _perform(step: Request | Sleep | Invoke, send: Send, sleep: Callable[[float]
     if _inspect.isawaitable(reply):
         if asyncio.iscoroutine(reply):
             reply.close()
-        raise TypeError(f"{step.fn!r} is async: use AsyncTaskSession or arun")
+        raise _async_refused(step.fn)
     return reply
+
+
+def _async_refused(fn: Callable[..., Any]) -> TypeError:
+    return TypeError(f"{fn!r} is async: use AsyncTaskSession or arun")
+
+
+def refuse_async(*fns: Callable[..., Any] | None) -> None:
+    """Raise before anything is asked when application code the sync driver is about to be
+    given is declared `async def`: found only once the guard had answered EXECUTE, it would
+    be reported as NO_RESULT, and a write that never ran would become UNKNOWN."""
+    for fn in fns:
+        if fn is not None and (
+            _inspect.iscoroutinefunction(fn)
+            or _inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+        ):
+            raise _async_refused(fn)
 
 
 async def adrive(

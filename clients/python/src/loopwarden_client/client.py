@@ -24,7 +24,16 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack
 import httpx
 
 from loopwarden_client._core import REQUESTS, Api, DecisionHook, Request, http_options
-from loopwarden_client._flows import Flow, adrive, drive, run_flow, send_flow, tool_flow, usage_flow
+from loopwarden_client._flows import (
+    Flow,
+    adrive,
+    drive,
+    refuse_async,
+    run_flow,
+    send_flow,
+    tool_flow,
+    usage_flow,
+)
 from loopwarden_client.types import JSON, ModelCall, Plan, ToolOutcome
 
 D = TypeVar("D")  # what a call answering a JSON object returns
@@ -337,6 +346,18 @@ class TaskSession(_SessionBase["Client", JSON, ModelCallScope]):
         """Run a flow with this session's client and sleep."""
         return drive(flow, self.client._send, self.sleep)
 
+    def tool(
+        self,
+        tool: str,
+        args: Mapping[str, Any],
+        execute: Callable[[Any], Any],
+        **options: Unpack[ToolOptions],
+    ) -> JSON:
+        """See `_SessionBase.tool`; an `async def` execute or inspect raises TypeError before
+        the guard is asked (use `AsyncTaskSession`)."""
+        refuse_async(execute, options.get("inspect"))
+        return super().tool(tool, args, execute, **options)
+
 
 class AsyncTaskSession(_SessionBase["AsyncClient", Awaitable[JSON], AsyncModelCallScope]):
     """`TaskSession` for `AsyncClient`: the same methods, as coroutines."""
@@ -384,6 +405,7 @@ def run(
     raised): its `state` and `report` say how. After `max_rounds` the task is stopped
     (agent_stop) rather than left running. `options`: see `RunOptions`.
     """
+    refuse_async(plan, execute, inspect)
     return drive(run_flow(str(task_id), plan, execute, inspect, **options), client._send, sleep)
 
 
