@@ -127,3 +127,23 @@ def test_a_database_unavailable_503_is_sent_again_after_its_retry_after(live, un
     with Client(live.api, live.operator_token) as operator:
         [operation] = [op for op in operator.list_operations() if op["key"] == f"pay-{unique}"]
     assert operation["state"] == "COMMITTED"
+
+
+def test_a_contended_operation_key_is_asked_again():
+    """DESIGN/API: 409 OPERATION_CONTENDED (racing claims of one key did not settle; each try
+    was rolled back, nothing counted) means "ask again", not a refusal to surface."""
+    body = {
+        "error": {
+            "code": "OPERATION_CONTENDED",
+            "message": "The operation key is contended; retry.",
+        }
+    }
+    execute = {"decision": "EXECUTE", "tool_call": 7, "lease_expires_at": None}
+    seen, handler = scripted(httpx.Response(409, json=body), httpx.Response(200, json=execute))
+    slept: list[float] = []
+    with Client("http://lw/api/v1/", "tok", transport=httpx.MockTransport(handler),
+                sleep=slept.append) as client:  # fmt: skip
+        answer = client.request_tool("t", "pay", {"invoice": 1}, effect="write",
+                                     operation_key="pay-1")  # fmt: skip
+    assert answer["decision"] == "EXECUTE"
+    assert len(seen) == 2 and slept == [1.0]

@@ -28,7 +28,8 @@ DEFAULT_WAIT_MS = 1000  # when a WAIT forgets to say how long
 USER_AGENT = f"loopwarden-client/{VERSION}"
 THROTTLED = "THROTTLED"
 # Refusals made before anything was decided, so sending the request again is safe: (status, code).
-RESENDABLE = {(429, THROTTLED), (503, "DATABASE_UNAVAILABLE")}
+# OPERATION_CONTENDED: racing claims of one operation key did not settle, each try rolled back.
+RESENDABLE = {(429, THROTTLED), (503, "DATABASE_UNAVAILABLE"), (409, "OPERATION_CONTENDED")}
 MAX_THROTTLE_SECONDS = 60.0  # a Retry-After longer than this is not slept out: it is raised
 
 
@@ -118,14 +119,15 @@ def parse_response(
 def throttle_delay(response: httpx.Response, tries: int, max_tries: int) -> float | None:
     """Seconds to wait before sending a throttled request again, or None to read the answer.
 
-    A 429 `THROTTLED`, or a 503 `DATABASE_UNAVAILABLE` (the server rolled the request back),
-    was refused before anything was decided, so sending it again is safe; it is honoured like
-    a WAIT. Any other 429 (`TRIGGER_LOOP`: the guard's verdict on a looping workflow) is an
+    A 429 `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` (the server rolled the request back) or a
+    409 `OPERATION_CONTENDED` (racing claims of the key did not settle) was refused before
+    anything was decided, so sending it again is safe; it is honoured like a WAIT (1 s without
+    a Retry-After). Any other 429 (`TRIGGER_LOOP`: the guard's verdict on a looping workflow) is an
     answer, never retried. Past `max_tries`, or a wait longer than `MAX_THROTTLE_SECONDS`, the
     refusal is raised as a `LoopwardenError`.
     """
     status = response.status_code
-    if status not in (429, 503) or tries >= max_tries:
+    if status not in {status for status, _ in RESENDABLE} or tries >= max_tries:
         return None
     if (status, error_from_response(response).code) not in RESENDABLE:
         return None

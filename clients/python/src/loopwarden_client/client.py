@@ -45,7 +45,8 @@ class ClientOptions(TypedDict, total=False):
     """What both clients take beside the URL, the token, the transport and the sleep: the HTTP
     `timeout` in seconds (10), `on_decision(endpoint, request, answer)`, called with every guard
     decision, and `max_throttle_tries` (5), the sends of one request refused with a 429
-    `THROTTLED` or a 503 `DATABASE_UNAVAILABLE`, each after its Retry-After."""
+    `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED`, each after its
+    Retry-After."""
 
     timeout: float
     on_decision: DecisionHook | None
@@ -85,8 +86,8 @@ class _Shell(Api[D, L, A]):
 class Client(_Shell[JSON, list[JSON], Any]):
     """Synchronous client. `on_decision(endpoint, request, answer)` sees every guard decision.
 
-    A 429 `THROTTLED` or a 503 `DATABASE_UNAVAILABLE` (nothing was decided) is sent again after
-    its Retry-After, up to `max_throttle_tries` sends
+    A 429 `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED` (nothing was
+    decided) is sent again after its Retry-After, up to `max_throttle_tries` sends
     (`options`: see `ClientOptions`).
     """
 
