@@ -253,7 +253,13 @@ def limit_value(name: str, text: Any) -> Any:
 
 
 class TaskLimitsForm(forms.Form):
-    """A task's own limits. Only the fields that differ from the task's are sent."""
+    """A task's own limits. Only the fields the admin edited, and that differ from the task's
+    now, are sent.
+
+    Each field carries the value the page showed (a hidden initial): a limit that changed
+    since the page was opened (a resume's grant) and is sent back as shown is not edited, and
+    is left as it is now rather than put back.
+    """
 
     reason = forms.CharField(
         required=False,
@@ -267,10 +273,15 @@ class TaskLimitsForm(forms.Form):
         for name in terms.Limits.names():
             self.fields[name] = _limit_field(name)
             self.fields[name].initial = limit_text(name, limits.get(name))
+            self.fields[name].show_hidden_initial = True
 
     def changes(self) -> dict[str, Any]:
+        # A post without the shown values (not from the page) counts every field as edited.
+        edited = set(self.changed_data)
         out = {}
         for name in terms.Limits.names():
+            if name not in edited:
+                continue
             value = limit_value(name, self.cleaned_data.get(name))
             if _differs(name, value, self.current.get(name)):
                 out[name] = value

@@ -3,9 +3,43 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from html.parser import HTMLParser
 
 from agents.models import Event, LimitProfile
+from agents.services import operator
 from tests.console.conftest import HTMX
+
+
+class FormValues(HTMLParser):
+    """What a browser would post back from a page's form: each input's and select's value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, str] = {}
+        self._select: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "input" and a.get("name") and a.get("type") != "submit":
+            self.values[a["name"]] = a.get("value") or ""
+        elif tag == "select":
+            self._select = a.get("name")
+        elif (
+            tag == "option"
+            and self._select
+            and ("selected" in a or self._select not in self.values)
+        ):
+            self.values[self._select] = a.get("value") or ""
+
+    def handle_endtag(self, tag):
+        if tag == "select":
+            self._select = None
+
+
+def form_values(page: str) -> dict[str, str]:
+    parser = FormValues()
+    parser.feed(page)
+    return parser.values
 
 
 def test_an_admin_changes_a_tasks_limits_and_usage_stays(as_admin, looping_task):
@@ -144,3 +178,44 @@ def _profile_fields(**override) -> dict:
         "trigger_window_seconds": "3600", "default_estimate_tokens": "4000",
     }  # fmt: skip
     return {**fields, **override}
+
+
+def test_a_form_opened_before_a_resume_grant_changes_only_the_field_the_admin_edited(
+    as_admin, stopped_task, people
+):
+    # The admin opens the limits page; meanwhile an operator resumes the task with 5 more model
+    # calls; then the admin saves the page with only max_polls edited. The other fields come
+    # back as the page showed them, and must not undo the grant.
+    shown = form_values(as_admin.get(f"/tasks/{stopped_task.pk}/limits/").content.decode())
+    operator.task_resume(
+        task_id=stopped_task.pk, user=people.operator, reason="fixed", grant={"model_calls": 5}
+    )
+    stopped_task.refresh_from_db()
+    granted = stopped_task.limits["max_model_calls"]
+    assert granted == int(shown["max_model_calls"]) + 5
+
+    response = as_admin.post(f"/tasks/{stopped_task.pk}/limits/", {
+        **shown, "max_polls": "3", "reason": "fewer polls",
+    })  # fmt: skip
+
+    assert response.status_code == 303
+    stopped_task.refresh_from_db()
+    assert stopped_task.limits["max_polls"] == 3
+    assert stopped_task.limits["max_model_calls"] == granted
+    event = Event.objects.get(kind="limits_changed")
+    assert set(event.detail["after"]) == {"max_polls"}
+
+
+def test_a_field_the_admin_edited_is_saved_even_when_it_changed_meanwhile(
+    as_admin, stopped_task, people
+):
+    shown = form_values(as_admin.get(f"/tasks/{stopped_task.pk}/limits/").content.decode())
+    operator.task_resume(
+        task_id=stopped_task.pk, user=people.operator, reason="fixed", grant={"model_calls": 5}
+    )
+    response = as_admin.post(f"/tasks/{stopped_task.pk}/limits/", {
+        **shown, "max_model_calls": "60", "reason": "a long report",
+    })  # fmt: skip
+    assert response.status_code == 303
+    stopped_task.refresh_from_db()
+    assert stopped_task.limits["max_model_calls"] == 60  # what the admin typed

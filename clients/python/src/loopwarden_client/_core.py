@@ -305,7 +305,8 @@ class Api(Generic[D, L, A]):
         return self._send(Request("finish", "POST", path, body, task_id=task_id))
 
     def stop(self, task_id: str, *, reason: str | None = None, request_id: str | None = None) -> D:
-        """Stop the task (agent_stop or operator_stop by token; idempotent). Returns the task."""
+        """Stop the task (agent_stop or operator_stop by token; idempotent). Returns the task.
+        An operator token must give a `reason` (400 REASON_REQUIRED)."""
         body = drop_none(reason=reason, request_id=request_id)
         return self._send(Request("stop", "POST", api_path("tasks", task_id, "stop"), body))
 
