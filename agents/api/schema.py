@@ -40,6 +40,12 @@ class StrictSerializerScheme(OpenApiSerializerExtension):
         one_of_these = getattr(serializer, "at_least_one_of", ())
         if one_of_these:
             schema["anyOf"] = [{"required": [name]} for name in one_of_these]
+        for name, (on, values) in getattr(serializer, "only_with", {}).items():
+            # `name` other than null only when `on` is one of `values` (the service's rule).
+            schema.setdefault("allOf", []).append({"anyOf": [
+                {"properties": {on: {"enum": list(values)}}},
+                {"properties": {name: {"nullable": True, "enum": [None]}}},
+            ]})  # fmt: skip
         return schema
 
 

@@ -247,7 +247,11 @@ class FinishIn(Strict):
 
 
 class StopIn(Strict):
-    reason = StrictStr(required=False, allow_blank=True, max_length=2000, default="")
+    reason = StrictStr(
+        required=False, allow_blank=True, max_length=2000, default="",
+        help_text="Why (audit log). An agent may leave it out; an operator token must give "
+        "one (400 REASON_REQUIRED).",
+    )  # fmt: skip
     request_id = StrictStr(
         required=False, allow_blank=True, max_length=200, default="",
         help_text="Repeating a stop with the same request_id answers the same.",
@@ -279,7 +283,11 @@ class ReconcileIn(Strict):
         "write may execute again under its key; UNKNOWN: still unresolved.",
     )
     note = StrictStr(max_length=5000, help_text="What the operator checked (audit log).")
-    result = AnyJSON(required=False, allow_null=True)
+    result = AnyJSON(
+        required=False, allow_null=True,
+        help_text="The committed write's result (COMMITTED only; else 400 RESULT_NOT_ALLOWED).",
+    )  # fmt: skip
+    only_with = {"result": ("verdict", [terms.OP_COMMITTED])}  # the schema's; the service refuses
     evidence = AnyJSON(required=False, allow_null=True)
 
 
