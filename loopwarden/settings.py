@@ -288,6 +288,9 @@ SPECTACULAR_SETTINGS = {
                 "event",
             )
         },
+        # A reconcile's verdicts, and the one its result comes with (ReconcileIn.only_with).
+        "VerdictEnum": ["COMMITTED", "NOT_COMMITTED", "UNKNOWN"],
+        "CommittedVerdictEnum": ["COMMITTED"],
     },
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

@@ -44,7 +44,7 @@ class StrictSerializerScheme(OpenApiSerializerExtension):
             # `name` other than null only when `on` is one of `values` (the service's rule).
             schema.setdefault("allOf", []).append({"anyOf": [
                 {"properties": {on: {"enum": list(values)}}},
-                {"properties": {name: {"nullable": True, "enum": [None]}}},
+                {"properties": {name: {"nullable": True, "not": {}}}},  # absent, or null
             ]})  # fmt: skip
         return schema
 
