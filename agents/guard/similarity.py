@@ -129,7 +129,9 @@ def lexical(a_args: str, b_args: str) -> float:
 
     The mean of the word-token Jaccard (order-free, stemmed, stopwords dropped: a rephrase
     keeps its content words) and the trigram Jaccard over the sorted words (catches typos and
-    inflections the crude stem misses). 0 when a position argument differs.
+    inflections the crude stem misses). 0 when a position argument differs. Args with no
+    words on either side (numbers and flags only) score by their tokens alone: two empty
+    trigram sets say nothing about likeness.
     """
     if a_args == b_args:
         return 1.0
@@ -137,6 +139,8 @@ def lexical(a_args: str, b_args: str) -> float:
     pos_b, words_b, grams_b = _parsed(b_args)
     if pos_a != pos_b:
         return 0.0
+    if not grams_a and not grams_b:
+        return _jaccard(words_a, words_b)
     return (_jaccard(words_a, words_b) + _jaccard(grams_a, grams_b)) / 2
 
 

@@ -133,3 +133,21 @@ def test_a_differing_position_field_is_never_similar(args, field, first, second)
     b = canonical_json({**args, field: second})
     if a != b:
         assert lexical(a, b) == 0.0
+
+
+@pytest.mark.parametrize(
+    "tool, field, values",
+    [
+        ("get_order", "order_number", [101, 102, 103, 104]),
+        ("revenue", "year", [2021, 2022, 2023, 2024]),
+    ],
+)
+def test_calls_whose_args_hold_no_words_are_not_alike_for_want_of_words(tool, field, values):
+    # Numbers and flags are compared whole, as tokens: get_order(101) and get_order(102) share
+    # none. Two empty trigram sets are no evidence of likeness; they used to score 1.0 and hand
+    # every such pair 0.5, the documented recommended threshold.
+    a, b = canonical_json({field: values[0]}), canonical_json({field: values[1]})
+    assert lexical(a, b) == 0.0
+    task = make_task(near_duplicate_threshold=0.5, max_stagnant=10)
+    for value in values:
+        assert run(task, read(tool=tool, **{field: value})).decision == EXECUTE
