@@ -173,9 +173,15 @@ class VectorSimilarity:
         if positions_differ(a_args, b_args):
             return 0.0
         va, vb = self.vectors.get(a_fp), self.vectors.get(b_fp)
-        if va is None or vb is None:
+        if va is None or vb is None or not _comparable(va, vb):
             return lexical(a_args, b_args)
         return cosine(va, vb)
+
+
+def _comparable(a: list[float], b: list[float]) -> bool:
+    """Two vectors of one length, every component a finite number. An endpoint that answers
+    NaN (cosine would compare as 1.0) or switched models (lengths differ) gave no evidence."""
+    return len(a) == len(b) and all(math.isfinite(x) for x in (*a, *b))
 
 
 def text_similarity(a: str, b: str) -> float:

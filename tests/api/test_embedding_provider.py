@@ -26,7 +26,8 @@ REPHRASINGS = ["refund policy", "how do refunds work", "can I get my money back"
 
 
 class EmbeddingsServer:
-    """A tiny OpenAI-compatible embeddings endpoint on 127.0.0.1 (mode: ok, slow, error)."""
+    """A tiny OpenAI-compatible embeddings endpoint on 127.0.0.1 (mode: ok, slow, error, nan,
+    trickle)."""
 
     def __init__(self):
         self.mode = "ok"
@@ -49,6 +50,9 @@ class EmbeddingsServer:
                     {"object": "embedding", "index": i, "embedding": server.vector(text)}
                     for i, text in enumerate(body["input"])
                 ]
+                if server.mode == "nan":  # a broken model: Python's json reads NaN back
+                    for row in data:
+                        row["embedding"] = [float("nan")] * 3
                 payload = json.dumps(
                     {"object": "list", "data": data, "model": body["model"],
                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}
@@ -58,6 +62,12 @@ class EmbeddingsServer:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 with contextlib.suppress(OSError):  # the client gave up (timeout)
+                    if server.mode == "trickle":  # each byte well within the timeout
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i : i + 1])
+                            self.wfile.flush()
+                            time.sleep(0.01)
+                        return
                     self.wfile.write(payload)
 
             def log_message(self, *args):
@@ -154,3 +164,15 @@ def test_lexical_policies_never_call_the_endpoint(agent_api, endpoint):
 
     assert answer["decision"] == "EXECUTE"
     assert endpoint.requests == []
+
+
+def test_vectors_that_are_not_numbers_are_no_evidence_of_likeness(agent_api, endpoint):
+    # NaN cosines compared as 1.0: three unrelated searches were near duplicates.
+    endpoint.mode = "nan"
+    task = new_task(agent_api)
+    for q in ("shipping rates to Canada", "warranty for laptops"):
+        execute(agent_api, task["id"], "search", {"q": q})
+
+    answer = request_tool(agent_api, task["id"], "search", {"q": "gift card balance"})
+
+    assert answer["decision"] == "EXECUTE"

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.guard.fingerprint import canonical_json
-from agents.guard.similarity import lexical, positions_differ
+from agents.guard.similarity import VectorSimilarity, lexical, positions_differ
 from agents.guard.terms import BLOCK, EXECUTE, PARTIAL, STOP, SUCCESS, ToolResult, WindowEntry
 from agents.guard.tool import report_result, request_tool
 
@@ -151,3 +151,14 @@ def test_calls_whose_args_hold_no_words_are_not_alike_for_want_of_words(tool, fi
     task = make_task(near_duplicate_threshold=0.5, max_stagnant=10)
     for value in values:
         assert run(task, read(tool=tool, **{field: value})).decision == EXECUTE
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [[float("nan")] * 3, [float("inf"), 0.0, 0.0], [1.0, 0.0]],
+    ids=["nan", "inf", "short"],
+)
+def test_a_vector_that_cannot_be_compared_scores_lexically(broken):
+    a, b = canonical_json({"q": "shipping rates"}), canonical_json({"q": "warranty for laptops"})
+    score = VectorSimilarity({"fa": broken, "fb": [1.0, 0.0, 0.0]})
+    assert score("fa", a, "fb", b) == lexical(a, b)
