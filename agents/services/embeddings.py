@@ -11,6 +11,7 @@ the guard scores the rest lexically (`guard.similarity.VectorSimilarity`). The m
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -45,15 +46,25 @@ def fetch_embeddings(texts: list[str]) -> list[list[float]] | None:
     if settings.EMBEDDINGS_KEY:
         headers["Authorization"] = f"Bearer {settings.EMBEDDINGS_KEY}"
     started = time.monotonic()
+    timeout = settings.EMBEDDINGS_TIMEOUT_MS / 1000
     try:
-        response = httpx.post(
+        # httpx's timeout bounds each network operation, not the whole answer: a body that
+        # trickles in a byte at a time would hold the decision for as long as it likes. The
+        # body is read in chunks against one deadline.
+        with httpx.stream(
+            "POST",
             url,
             json={"model": settings.EMBEDDINGS_MODEL, "input": texts},
             headers=headers,
-            timeout=settings.EMBEDDINGS_TIMEOUT_MS / 1000,
-        )
-        response.raise_for_status()
-        rows = response.json()["data"]
+            timeout=timeout,
+        ) as response:
+            response.raise_for_status()
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                if time.monotonic() - started > timeout:
+                    raise httpx.ReadTimeout("the answer took longer than the timeout")
+                body += chunk
+        rows = json.loads(body)["data"]
         vectors: list[Any] = [None] * len(texts)
         for position, row in enumerate(rows):
             index = row.get("index", position)

@@ -134,7 +134,7 @@ def test_vectors_are_cached_by_fingerprint_so_only_new_calls_are_embedded(agent_
     assert len(inputs) == len(set(inputs)) == 3
 
 
-@pytest.mark.parametrize("mode", ["slow", "error"])
+@pytest.mark.parametrize("mode", ["slow", "error", "trickle"])
 def test_a_slow_or_failing_endpoint_falls_back_to_lexical_and_is_logged(
     agent_api, endpoint, mode, caplog
 ):
