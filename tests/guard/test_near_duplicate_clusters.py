@@ -8,10 +8,19 @@ from hypothesis import strategies as st
 
 from agents.guard.fingerprint import canonical_json
 from agents.guard.similarity import VectorSimilarity, lexical, positions_differ
-from agents.guard.terms import BLOCK, EXECUTE, PARTIAL, STOP, SUCCESS, ToolResult, WindowEntry
+from agents.guard.terms import (
+    BLOCK,
+    CONTINUE,
+    EXECUTE,
+    PARTIAL,
+    STOP,
+    SUCCESS,
+    ToolResult,
+    WindowEntry,
+)
 from agents.guard.tool import report_result, request_tool
 
-from .factories import NOW, agent, call_of, make_task, read
+from .factories import NOW, agent, call_of, ev, make_task, read, write
 
 
 def ask(task, req):
@@ -162,3 +171,22 @@ def test_a_vector_that_cannot_be_compared_scores_lexically(broken):
     a, b = canonical_json({"q": "shipping rates"}), canonical_json({"q": "warranty for laptops"})
     score = VectorSimilarity({"fa": broken, "fb": [1.0, 0.0, 0.0]})
     assert score("fa", a, "fb", b) == lexical(a, b)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: lexical scores one differing identifier low against shared template words "
+    "(BLOCK at 0.50-0.70, clean from 0.80); writes with different operation keys still cluster",
+)
+def test_a_reminder_per_invoice_is_not_a_near_duplicate_at_the_recommended_threshold():
+    # One write per invoice, each under its own operation key and committed: the invoice is
+    # the business identity, the template and channel are the same on purpose. Nothing the
+    # verifier counts as progress moved (a reminder changes no revision).
+    task = make_task(near_duplicate_threshold=0.5, max_stagnant=10)
+    for n in (1001, 1002, 1003, 1004):
+        req = write("send_reminder", key=f"remind-INV-{n}", invoice=f"INV-{n}",
+                    template="overdue_v2", channel="email")  # fmt: skip
+        out = ask(task, req)
+        assert out.decision == EXECUTE, n
+        committed = ToolResult(kind=SUCCESS, evidence=ev(0, committed=True))
+        assert report_result(task, call_of(req), committed, NOW).decision == CONTINUE
