@@ -74,7 +74,9 @@ ERROR_TEXT = {
     413: "The body is larger than the server accepts (BODY_TOO_LARGE, see "
     "LOOPWARDEN_MAX_BODY_BYTES).",
     415: "The body is not application/json.",
-    429: "Too many requests (TRIGGER_LOOP, THROTTLED): retry after `Retry-After` seconds.",
+    429: "Too many requests: THROTTLED (too many calls with one token; retry after "
+    "`Retry-After` seconds) or TRIGGER_LOOP (one trigger keeps restarting the task; a verdict, "
+    "not to be retried).",
 }
 
 

@@ -76,7 +76,8 @@ only its own tasks and namespace (another agent's task answers 404). An operator
 
 **Errors** answer `{"error": {"code", "message", "fields"}}` and change nothing: 400 bad
 envelope, 401 no or unknown token, 403 not allowed, 404 not found, 409 refused in the current
-state, 413 body too large, 429 too many (with `Retry-After`).
+state, 413 body too large, 429 too many calls (`THROTTLED`, with `Retry-After`) or tasks from one
+trigger (`TRIGGER_LOOP`, a verdict on a looping workflow).
 
 **Lists** (`tasks`, `operations`, a task's `trace`, `audit`) come a page at a time: follow
 `next` until it is null. Nothing is ever cut.
