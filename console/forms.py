@@ -276,16 +276,23 @@ class TaskLimitsForm(forms.Form):
             self.fields[name].show_hidden_initial = True
 
     def changes(self) -> dict[str, Any]:
-        # A post without the shown values (not from the page) counts every field as edited.
-        edited = set(self.changed_data)
         out = {}
-        for name in terms.Limits.names():
-            if name not in edited:
-                continue
+        for name in edited_fields(self, terms.Limits.names()):
             value = limit_value(name, self.cleaned_data.get(name))
             if _differs(name, value, self.current.get(name)):
                 out[name] = value
         return out
+
+
+def edited_fields(form: forms.Form, names: Iterable[str]) -> list[str]:
+    """Of `names`, the fields the person edited: those whose posted value differs from the one
+    the page showed, which each carries as a hidden initial (`show_hidden_initial`). A value
+    changed by someone else since the page was opened, and sent back as shown, is not edited.
+    A post without the shown values (not from the page) counts every field as edited."""
+    if not any(key.startswith("initial-") for key in form.data):
+        return list(names)
+    changed = set(form.changed_data)
+    return [name for name in names if name in changed]
 
 
 def _differs(name: str, value: Any, current: Any) -> bool:
@@ -313,12 +320,21 @@ class ProfileForm(forms.Form):
             del self.fields["name"]
         for name in PROFILE_LIMIT_FIELDS:
             self.fields[name] = _limit_field(name)
+        if not creating:  # an edit sends only what was edited (`edited_fields`)
+            for field in self.fields.values():
+                field.show_hidden_initial = True
 
     def values(self) -> dict[str, Any]:
-        values = {
-            name: limit_value(name, self.cleaned_data.get(name)) for name in PROFILE_LIMIT_FIELDS
+        names = [*PROFILE_LIMIT_FIELDS, "description"]
+        if not self.creating:
+            names = edited_fields(self, names)
+        values: dict[str, Any] = {
+            name: limit_value(name, self.cleaned_data.get(name))
+            for name in names
+            if name != "description"
         }
-        values["description"] = self.cleaned_data.get("description", "")
+        if "description" in names:
+            values["description"] = self.cleaned_data.get("description", "")
         if self.creating:
             values["name"] = self.cleaned_data.get("name", "").strip()
         return values

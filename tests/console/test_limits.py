@@ -6,7 +6,7 @@ from decimal import Decimal
 from html.parser import HTMLParser
 
 from agents.models import Event, LimitProfile
-from agents.services import operator
+from agents.services import configuration, operator
 from tests.console.conftest import HTMX
 
 
@@ -219,3 +219,18 @@ def test_a_field_the_admin_edited_is_saved_even_when_it_changed_meanwhile(
     assert response.status_code == 303
     stopped_task.refresh_from_db()
     assert stopped_task.limits["max_model_calls"] == 60  # what the admin typed
+
+
+def test_a_profile_form_opened_before_another_admins_save_changes_only_what_it_edited(
+    as_admin, people
+):
+    # Two admins edit one profile: the first opens the page, the second saves a stricter
+    # max_stagnant, then the first saves having edited only the description.
+    shown = form_values(as_admin.get("/limits/profiles/default/").content.decode())
+    configuration.profile_save(user=people.admin, values={"max_stagnant": 5}, name="default")
+
+    response = as_admin.post("/limits/profiles/default/", {**shown, "description": "nightly"})
+
+    assert response.status_code == 303
+    profile = LimitProfile.objects.get(name="default")
+    assert (profile.description, profile.max_stagnant) == ("nightly", 5)
