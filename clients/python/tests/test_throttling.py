@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
 
 import httpx
 import pytest
@@ -147,3 +150,87 @@ def test_a_contended_operation_key_is_asked_again():
                                      operation_key="pay-1")  # fmt: skip
     assert answer["decision"] == "EXECUTE"
     assert len(seen) == 2 and slept == [1.0]
+
+
+class LateProxy:
+    """A port where nothing listens (connections are refused) until `open()`; then each
+    connection is forwarded to the live server. A server restarting looks like this."""
+
+    def __init__(self, target: str) -> None:
+        url = httpx.URL(target)
+        self.target = (url.host, url.port)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}{url.path}"
+        self.listener: socket.socket | None = None
+
+    def open(self, _seconds: float = 0) -> None:
+        if self.listener is None:
+            self.listener = socket.create_server(("127.0.0.1", self.port))
+            threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        while True:
+            try:
+                near, _ = self.listener.accept()
+            except OSError:
+                return
+            far = socket.create_connection(self.target)
+            for a, b in ((near, far), (far, near)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+
+
+def test_a_refused_connection_is_tried_again_and_the_request_lands_once(live, unique):
+    """A refused connection never reached the server: sending the request again is safe."""
+    proxy, slept = LateProxy(live.api), []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        proxy.open()  # the server is back
+
+    try:
+        with Client(proxy.url, live.agent_token, sleep=sleep) as client:
+            task = client.create_task(f"created across a restart {unique}")
+            mine = [t for t in client.list_tasks() if t["goal"].endswith(unique)]
+    finally:
+        proxy.close()
+    assert slept == [0.5] and [t["id"] for t in mine] == [task["id"]]
+
+
+def test_a_server_that_stays_away_is_raised_after_the_tries():
+    proxy, slept = LateProxy("http://127.0.0.1:9/api/v1/"), []
+    with Client(proxy.url, "tok", sleep=slept.append) as client, pytest.raises(httpx.ConnectError):
+        client.create_task("goal")
+    assert slept == [0.5, 1.0, 2.0, 4.0]  # five tries (max_throttle_tries)
+
+
+def test_the_async_client_tries_a_refused_connection_again(live, unique):
+    proxy, slept = LateProxy(live.api), []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        proxy.open()
+
+    async def create() -> dict:
+        async with AsyncClient(proxy.url, live.agent_token, sleep=sleep) as client:
+            return await client.create_task(f"async across a restart {unique}")
+
+    try:
+        task = asyncio.run(create())
+    finally:
+        proxy.close()
+    assert slept == [0.5] and task["goal"].endswith(unique)

@@ -175,8 +175,9 @@ async def _aperform(
 
 def send_flow(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
     """One request as the clients send it: the driver's `send` transmits it and hands back the
-    HTTP response; a 429 `THROTTLED` is sent again after its Retry-After (`throttle_delay`),
-    up to `max_tries` sends; the answer is read by `parse_response`. A paginated request
+    HTTP response; a refusal the server rolled back (`throttle_delay`) is sent again after its
+    Retry-After, and a connection that could not be made (`UNSENT`) after a short wait, up to
+    `max_tries` sends; the answer is read by `parse_response`. A paginated request
     (`request.pages`) follows every `next` link and answers every page's items together."""
     if not request.pages:
         return (yield from _sent(request, max_tries, hook))
@@ -200,10 +201,24 @@ def send_flow(request: Request, max_tries: int, hook: DecisionHook | None) -> Fl
     return whole
 
 
+# A connection that could not be made: the request never reached the server, so sending it
+# again is safe whatever it is (a server restarting, a load balancer between two backends).
+# Tried again after 0.5 s, doubling, within the same `max_tries` as a throttled request.
+UNSENT = (httpx.ConnectError, httpx.ConnectTimeout)
+FIRST_RECONNECT_SECONDS = 0.5
+
+
 def _sent(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
     tries = 1
     while True:
-        response = yield request
+        try:
+            response = yield request
+        except UNSENT:
+            if tries >= max_tries:
+                raise
+            yield Sleep(FIRST_RECONNECT_SECONDS * 2 ** (tries - 1))
+            tries += 1
+            continue
         delay = throttle_delay(response, tries, max_tries)
         if delay is None:
             return parse_response(request, response, hook)

@@ -46,7 +46,7 @@ class ClientOptions(TypedDict, total=False):
     `timeout` in seconds (10), `on_decision(endpoint, request, answer)`, called with every guard
     decision, and `max_throttle_tries` (5), the sends of one request refused with a 429
     `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED`, each after its
-    Retry-After."""
+    Retry-After, or whose connection could not be made."""
 
     timeout: float
     on_decision: DecisionHook | None
@@ -87,8 +87,10 @@ class Client(_Shell[JSON, list[JSON], Any]):
     """Synchronous client. `on_decision(endpoint, request, answer)` sees every guard decision.
 
     A 429 `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED` (nothing was
-    decided) is sent again after its Retry-After, up to `max_throttle_tries` sends
-    (`options`: see `ClientOptions`).
+    decided) is sent again after its Retry-After, and a connection that could not be made
+    (`httpx.ConnectError`, `ConnectTimeout`: the request never left) after 0.5 s, doubling, up
+    to `max_throttle_tries` sends (`options`: see `ClientOptions`). Other network errors (a
+    read timeout, a connection dropped mid-answer) are raised: the server may have acted.
     """
 
     def __init__(
