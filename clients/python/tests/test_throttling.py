@@ -234,3 +234,78 @@ def test_the_async_client_tries_a_refused_connection_again(live, unique):
     finally:
         proxy.close()
     assert slept == [0.5] and task["goal"].endswith(unique)
+
+
+class AnswerLost(httpx.BaseTransport):
+    """The live server, except that the answer to the first request whose path ends with
+    `suffix` is lost on the way back: the server got it and acted, the client sees a read
+    error (a load balancer's idle timeout, a dropped connection)."""
+
+    def __init__(self, suffix: str) -> None:
+        self.real, self.suffix, self.lost = httpx.HTTPTransport(), suffix, []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.real.handle_request(request)
+        if request.url.path.endswith(self.suffix) and not self.lost:
+            response.read()
+            self.lost.append(response.json())
+            raise httpx.ReadError("the connection dropped before the answer came")
+        return response
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def test_a_result_whose_answer_was_lost_is_sent_again_and_the_write_is_committed_once(live, unique):
+    """The result report is safe to send again: the server answers a repeat 409
+    RESULT_ALREADY_REPORTED and changes nothing, so the client takes it as recorded and reads
+    the task for the decision. Before, the read error left the tool call (and a write) open."""
+    transport, slept, runs = AnswerLost("/result"), [], []
+    with Client(live.api, live.agent_token, transport=transport, sleep=slept.append) as lw:
+        s = lw.session(lw.create_task(f"pays across a dropped answer {unique}")["id"])
+        message = s.tool("pay", {"invoice": unique}, lambda args: runs.append(1) or "paid",
+                         effect="write", operation_key=f"pay-{unique}",
+                         inspect=lambda data: {"revision": 0, "done": False,
+                                               "committed": True})  # fmt: skip
+        task = lw.get_task(s.task_id)
+    assert [a["decision"] for a in transport.lost] == ["CONTINUE"]
+    assert slept == [0.5] and runs == [1]
+    assert message and task["state"] == "RUNNING"
+    assert task["usage"]["tool_executions"] == 1
+    with Client(live.api, live.operator_token) as operator:
+        [operation] = [op for op in operator.list_operations() if op["key"] == f"pay-{unique}"]
+    assert operation["state"] == "COMMITTED"
+
+
+def test_a_result_that_stopped_the_task_is_still_a_stop_when_its_answer_was_lost(live, unique):
+    transport, slept = AnswerLost("/result"), []
+    with Client(live.api, live.agent_token, transport=transport, sleep=slept.append) as lw:
+        s = lw.session(lw.create_task(f"done across a dropped answer {unique}")["id"])
+        s.tool("search", {"q": unique}, lambda args: {"rows": [1]},
+               inspect=lambda data: {"revision": 1, "done": True})  # fmt: skip
+        task = lw.get_task(s.task_id)
+    assert transport.lost[0]["decision"] == "STOP" and slept == [0.5]
+    assert task["state"] == "COMPLETED" and s.report == task["report"]
+
+
+def test_a_usage_report_whose_answer_was_lost_is_counted_once(live, unique):
+    transport, slept = AnswerLost("/usage"), []
+    with Client(live.api, live.agent_token, transport=transport, sleep=slept.append) as lw:
+        task_id = lw.create_task(f"usage across a dropped answer {unique}")["id"]
+        gate = lw.gate_model_call(task_id, model="gpt-x", est_prompt_tokens=100)
+        answer = lw.report_usage(task_id, gate["model_call"], prompt_tokens=120,
+                                 completion_tokens=30)  # fmt: skip
+        task = lw.get_task(task_id)
+    assert transport.lost == [{"decision": "CONTINUE"}] and answer == {"decision": "CONTINUE"}
+    assert slept == [0.5] and task["usage"]["tokens"] == 150
+
+
+def test_a_tool_request_whose_answer_was_lost_is_raised_not_sent_again(live, unique):
+    """A tool request counts when it lands: sent again, it would count twice."""
+    transport, slept = AnswerLost("/tool-calls"), []
+    with Client(live.api, live.agent_token, transport=transport, sleep=slept.append) as lw:
+        task_id = lw.create_task(f"asks across a dropped answer {unique}")["id"]
+        with pytest.raises(httpx.ReadError):
+            lw.request_tool(task_id, "search", {"q": unique})
+        task = lw.get_task(task_id)
+    assert slept == [] and task["usage"]["tool_requests"] == 1

@@ -27,6 +27,7 @@ from loopwarden_client._core import (
     REQUESTS,
     DecisionHook,
     Request,
+    error_from_response,
     parse_response,
     throttle_delay,
     unwrap_items,
@@ -38,7 +39,10 @@ from loopwarden_client.types import (
     EXECUTE,
     JSON,
     NO_RESULT,
+    PENDING,
+    RETRYABLE,
     REUSE,
+    STOP,
     SUCCESS,
     WAIT,
     ModelCall,
@@ -208,22 +212,53 @@ UNSENT = (httpx.ConnectError, httpx.ConnectTimeout)
 FIRST_RECONNECT_SECONDS = 0.5
 
 
+# Reports the server records once per call, answering a repeat 409 with nothing changed:
+# when the answer was lost after the request left (a read error, a dropped connection),
+# sending the report again is safe, and that 409 to the repeat says the first one landed.
+REPORTED_ONCE = {
+    "report_result": "RESULT_ALREADY_REPORTED",
+    "report_usage": "USAGE_ALREADY_REPORTED",
+}
+
+
 def _sent(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
-    tries = 1
+    tries, lost = 1, False
     while True:
         try:
             response = yield request
-        except UNSENT:
-            if tries >= max_tries:
+        except httpx.TransportError as exc:
+            unsent = isinstance(exc, UNSENT)
+            if tries >= max_tries or not (unsent or request.name in REPORTED_ONCE):
                 raise
+            lost = lost or not unsent
             yield Sleep(FIRST_RECONNECT_SECONDS * 2 ** (tries - 1))
             tries += 1
             continue
+        landed = REPORTED_ONCE.get(request.name)
+        if lost and response.status_code == 409 and error_from_response(response).code == landed:
+            return (yield from _recorded(request, max_tries, hook))
         delay = throttle_delay(response, tries, max_tries)
         if delay is None:
             return parse_response(request, response, hook)
         yield Sleep(delay)
         tries += 1
+
+
+def _recorded(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
+    """The answer to a report the server recorded before its answer was lost, read from the
+    task as it is now: STOP with the task's report once it has ended, else CONTINUE (a
+    result's with the task's revision and the wait the result asked for, as the server's)."""
+    task = yield from _sent(REQUESTS.get_task(str(request.task_id)), max_tries, None)
+    body: dict[str, Any] = {"decision": "CONTINUE"}
+    if task.get("state") != "RUNNING":
+        body = {"decision": STOP, "state": task.get("state"), "reason": task.get("reason"),
+                "report": task.get("report")}  # fmt: skip
+    elif request.name == "report_result":  # its CONTINUE says the task's revision
+        body["revision"] = task.get("revision")
+        sent = request.body or {}
+        if sent.get("kind") in (RETRYABLE, PENDING) and sent.get("wait_ms"):
+            body["wait_ms"] = sent["wait_ms"]
+    return parse_response(request, httpx.Response(200, json=body), hook)
 
 
 def describe(exc: BaseException) -> str:

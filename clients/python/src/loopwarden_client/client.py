@@ -89,8 +89,11 @@ class Client(_Shell[JSON, list[JSON], Any]):
     A 429 `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED` (nothing was
     decided) is sent again after its Retry-After, and a connection that could not be made
     (`httpx.ConnectError`, `ConnectTimeout`: the request never left) after 0.5 s, doubling, up
-    to `max_throttle_tries` sends (`options`: see `ClientOptions`). Other network errors (a
-    read timeout, a connection dropped mid-answer) are raised: the server may have acted.
+    to `max_throttle_tries` sends (`options`: see `ClientOptions`). A usage or result report
+    whose answer was lost (a read timeout, a connection dropped mid-answer) is sent again the
+    same way: the server records each once, and its 409 to the repeat means the first landed,
+    so the answer is read from the task. Any other request's lost answer is raised: the
+    server may have acted on it.
     """
 
     def __init__(
