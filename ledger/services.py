@@ -166,15 +166,9 @@ def claim_decided(call: ToolCall) -> bool:
     of the call's task, which a reconcile of that claim takes first."""
     if call.operation_id is None:
         return False
-    row = (
-        Operation.objects.filter(pk=call.operation_id)
-        .values("state", "task_id", "claim_seq")
-        .first()
-    )
-    if row is None:
-        return False
-    ours = (row["task_id"], row["claim_seq"]) == (call.task_id, call.seq)
-    return not (ours and row["state"] in UNRESOLVED_STATES)
+    fields = ("state", "task_id", "claim_seq")
+    operation = Operation.objects.filter(pk=call.operation_id).only(*fields).first()
+    return operation is not None and not (claimed_by(operation, call) and is_unresolved(operation))
 
 
 def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str) -> bool:
