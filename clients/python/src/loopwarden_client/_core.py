@@ -30,6 +30,7 @@ THROTTLED = "THROTTLED"
 # Refusals made before anything was decided, so sending the request again is safe: (status, code).
 # OPERATION_CONTENDED: racing claims of one operation key did not settle, each try rolled back.
 RESENDABLE = {(429, THROTTLED), (503, "DATABASE_UNAVAILABLE"), (409, "OPERATION_CONTENDED")}
+RESENDABLE_STATUSES = frozenset(status for status, _ in RESENDABLE)  # the body is read for these
 MAX_THROTTLE_SECONDS = 60.0  # a Retry-After longer than this is not slept out: it is raised
 
 
@@ -127,7 +128,7 @@ def throttle_delay(response: httpx.Response, tries: int, max_tries: int) -> floa
     refusal is raised as a `LoopwardenError`.
     """
     status = response.status_code
-    if status not in {status for status, _ in RESENDABLE} or tries >= max_tries:
+    if status not in RESENDABLE_STATUSES or tries >= max_tries:
         return None
     if (status, error_from_response(response).code) not in RESENDABLE:
         return None

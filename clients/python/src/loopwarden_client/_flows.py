@@ -36,6 +36,7 @@ from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.types import (
     BLOCK,
     COMPLETED,
+    CONTINUE,
     EXECUTE,
     JSON,
     NO_RESULT,
@@ -249,7 +250,7 @@ def _recorded(request: Request, max_tries: int, hook: DecisionHook | None) -> Fl
     task as it is now: STOP with the task's report once it has ended, else CONTINUE (a
     result's with the task's revision and the wait the result asked for, as the server's)."""
     task = yield from _sent(REQUESTS.get_task(str(request.task_id)), max_tries, None)
-    body: dict[str, Any] = {"decision": "CONTINUE"}
+    body: dict[str, Any] = {"decision": CONTINUE}
     if task.get("state") != "RUNNING":
         body = {"decision": STOP, "state": task.get("state"), "reason": task.get("reason"),
                 "report": task.get("report")}  # fmt: skip
