@@ -148,13 +148,19 @@ def lexical_score(a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
     return lexical(a_args, b_args)
 
 
-def cosine(a: list[float], b: list[float]) -> float:
-    """Cosine similarity clamped to 0..1 (an opposite direction is simply "not similar")."""
-    dot = sum(x * y for x, y in zip(a, b, strict=False))
+def cosine(a: list[float], b: list[float]) -> float | None:
+    """Cosine similarity clamped to 0..1 (an opposite direction is simply "not similar"), or
+    None when the pair gives no evidence of likeness: vectors of different lengths (the
+    endpoint switched models), or a value that is not a finite number (a NaN or inf component,
+    or an overflow; clamped, a NaN would compare as 1.0)."""
+    if len(a) != len(b):
+        return None
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     if not norm:
         return 0.0
-    return max(0.0, min(1.0, dot / norm))
+    score = dot / norm
+    return max(0.0, min(1.0, score)) if math.isfinite(score) else None
 
 
 class VectorSimilarity:
@@ -173,15 +179,8 @@ class VectorSimilarity:
         if positions_differ(a_args, b_args):
             return 0.0
         va, vb = self.vectors.get(a_fp), self.vectors.get(b_fp)
-        if va is None or vb is None or not _comparable(va, vb):
-            return lexical(a_args, b_args)
-        return cosine(va, vb)
-
-
-def _comparable(a: list[float], b: list[float]) -> bool:
-    """Two vectors of one length, every component a finite number. An endpoint that answers
-    NaN (cosine would compare as 1.0) or switched models (lengths differ) gave no evidence."""
-    return len(a) == len(b) and all(math.isfinite(x) for x in (*a, *b))
+        score = cosine(va, vb) if va is not None and vb is not None else None
+        return lexical(a_args, b_args) if score is None else score
 
 
 def text_similarity(a: str, b: str) -> float:
