@@ -40,7 +40,16 @@ except ImportError as exc:  # the extra is missing: say which one
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, InvalidArguments
-from loopwarden_client.types import EXECUTE, NO_RESULT, REUSE, WRITE, ToolReport, jsonable
+from loopwarden_client.types import (
+    EXECUTE,
+    INVALID,
+    NO_RESULT,
+    REUSE,
+    WRITE,
+    ToolOutcome,
+    ToolReport,
+    jsonable,
+)
 
 __all__ = ["LoopwardenMiddleware"]
 
@@ -176,13 +185,8 @@ def _refused(request: Any) -> ToolMessage | None:
     try:
         schema.model_validate(call.get("args") or {})
     except ValidationError as error:
-        message = InvalidArguments("its arguments from the tool's schema", error)
-        return ToolMessage(
-            content=json.dumps(message.tool_message(call["name"]), ensure_ascii=False),
-            tool_call_id=call.get("id") or "",
-            name=call["name"],
-            status="error",
-        )
+        invalid = InvalidArguments("its arguments from the tool's schema", error)
+        return _answer(request, ToolOutcome(invalid.tool_message(call["name"]), INVALID))
     return None
 
 
@@ -212,7 +216,8 @@ def _tool_report(output: Any) -> ToolReport:
 
 
 def _answer(request: Any, outcome: Any) -> ToolMessage:
-    """REUSE, BLOCK or an exhausted WAIT, handed to the model as the tool's answer."""
+    """REUSE, BLOCK, an exhausted WAIT or INVALID arguments, handed to the model as the tool's
+    answer."""
     call = request.tool_call
     return ToolMessage(
         content=json.dumps(outcome.message, ensure_ascii=False, default=str),
