@@ -25,7 +25,7 @@ extra.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Unpack
 
@@ -41,7 +41,7 @@ except ImportError as exc:  # the extra is missing: say which one
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
 from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
-from loopwarden_client.types import EXECUTE, REUSE, ToolReport, jsonable
+from loopwarden_client.types import EXECUTE, REUSE, ToolOutcome, ToolReport, jsonable
 
 __all__ = ["LoopwardenCapability"]
 
@@ -100,17 +100,10 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
     async def wrap_tool_execute(
         self, ctx: Any, *, call: ToolCallPart, tool_def: Any, args: Any, handler: Any
     ) -> Any:
-        produced: list[Any] = []
-
-        async def execute(_: Mapping[str, Any]) -> ToolReport:
-            produced.append(await handler(args))
-            return ToolReport(data=jsonable(produced[-1]))
-
-        flow = self.guard.tool(
-            call.tool_name, call.args_as_dict(), execute, call_id=call.tool_call_id
+        ran, outcome = await self._guarded(
+            call.tool_name, call.args_as_dict(), partial(handler, args), call.tool_call_id
         )
-        outcome = await self.guard.arun(flow)
-        return produced[-1] if outcome.decision == EXECUTE else outcome.message
+        return ran if outcome.decision == EXECUTE else outcome.message
 
     async def wrap_output_process(
         self, ctx: Any, *, output_context: Any, output: Any, handler: Any
@@ -120,19 +113,31 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
         call = output_context.tool_call
         name = output_context.function_name or (call.tool_name if call else "output")
         args = call.args_as_dict() if call is not None else {"output": jsonable(output)}
-        produced: list[Any] = []
-
-        async def execute(_: Mapping[str, Any]) -> ToolReport:
-            produced.append(await handler(output))
-            return ToolReport(data=jsonable(produced[-1]))
-
         call_id = call.tool_call_id if call is not None else None
-        outcome = await self.guard.arun(self.guard.tool(name, args, execute, call_id=call_id))
+        ran, outcome = await self._guarded(name, args, partial(handler, output), call_id)
         if outcome.decision == EXECUTE:
-            return produced[-1]
+            return ran
         if outcome.decision == REUSE:
             return outcome.message.get("data")
         raise ModelRetry(json.dumps(outcome.message, ensure_ascii=False, default=str))
+
+    async def _guarded(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        run: Callable[[], Awaitable[Any]],
+        call_id: str | None,
+    ) -> tuple[Any, ToolOutcome]:
+        """`run()` under the guard as the tool call `name(args)`: what it returned (on
+        EXECUTE; else None) and the outcome."""
+        produced: list[Any] = [None]
+
+        async def execute(_: Mapping[str, Any]) -> ToolReport:
+            produced[0] = await run()
+            return ToolReport(data=jsonable(produced[0]))
+
+        outcome = await self.guard.arun(self.guard.tool(name, args, execute, call_id=call_id))
+        return produced[0], outcome
 
 
 def _takes_text(parameters: Any) -> bool:
