@@ -153,7 +153,7 @@ class StopReport(s.Serializer):
         **NULLABLE,
         help_text="For upstream callers: GUARD_ROUND_LIMIT, GUARD_TIME_LIMIT, GUARD_TOKEN_LIMIT, "
         "GUARD_COST_LIMIT, GUARD_LOOP_DETECTED, GUARD_LEDGER, GUARD_BAD_INPUT, GUARD_TOOL_FAILED, "
-        "GUARD_STOPPED; null for COMPLETED.",
+        "GUARD_STOPPED; null for goal_met (COMPLETED) and goal_unverified.",
     )
     phase = s.IntegerField()
     at = s.DateTimeField()
