@@ -360,10 +360,11 @@ class GuardError(Exception):
 
     `code` is a stable machine word ("TASK_RUNNING", "TASK_COMPLETED", "BAD_GRANT",
     "BAD_REASON") the service maps to its own domain error and HTTP status; `fields` names
-    each bad input field with a short sentence, when the refusal is about fields.
+    each bad input field with a short sentence, when the refusal is about fields (and
+    DEADLINE_PASSED gives `seconds_needed` as a number).
     """
 
-    def __init__(self, code: str, message: str, fields: dict[str, str] | None = None):
+    def __init__(self, code: str, message: str, fields: dict[str, Any] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
