@@ -136,11 +136,12 @@ def deadline_warning(task: Task, user) -> DeadlineWarning | None:
     if not needed:
         return None
     original = operator.original_limits(task)
-    proposed: int | None = needed + original.deadline_seconds
+    fresh = needed + original.deadline_seconds
+    proposed: int | None = fresh
     bound = None
     if not operator.may_exceed_grant_bound(user):
         bound = int(core.grant_bound(original)["seconds"])
-        proposed = min(proposed, bound) if bound > needed else None
+        proposed = min(fresh, bound) if bound > needed else None
     leaves = budgets.duration(proposed - needed) if proposed else ""
     return DeadlineWarning(budgets.duration(needed - 1), needed, proposed, leaves, bound)
 
