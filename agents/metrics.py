@@ -59,6 +59,13 @@ STOPS = Counter(
     ["reason", "code"],
     registry=None,
 )
+TRIPS = Counter(
+    "loopwarden_trips",
+    "Breaker trips: stops by the guard's rules (not a completion, an unverified finish, or a "
+    "person or an agent stopping the task), by code.",
+    ["code"],
+    registry=None,
+)
 DECISION_SECONDS = Histogram(
     "loopwarden_decision_seconds",
     "Seconds from the request's arrival to its decision committed, by kind of request.",
@@ -114,7 +121,10 @@ def decision_counted(kind: str, decision: str, reason: str | None, *, stopped: b
     """Count one decision; called by `hooks.decision_logged` whatever the log level."""
     _child(DECISIONS, kind, decision, reason or "").inc()
     if stopped:
-        _child(STOPS, reason or "", terms.REASON_CODES.get(reason or "") or "").inc()
+        code = terms.REASON_CODES.get(reason or "") or ""
+        _child(STOPS, reason or "", code).inc()
+        if terms.is_trip(reason):
+            _child(TRIPS, code).inc()
     arrived = _request_arrived.get()
     if arrived is not None:
         _child(DECISION_SECONDS, kind).observe(time.perf_counter() - arrived)
@@ -171,6 +181,17 @@ class DatabaseCollector(Collector):
             "Age of the oldest claim waiting for a verdict (0 when none waits).",
             value=max(oldest, 0),
         )
+
+        trips = GaugeMetricFamily(
+            "loopwarden_trips_today",
+            "Breaker trips this UTC day, by code, counted from the stops recorded: the number "
+            "the console's dashboard and daily report show.",
+            labels=["code"],
+        )
+        found = selectors.trips_on(now.date())
+        for code in terms.TRIP_CODES:
+            trips.add_metric([code], found.get(code, 0))
+        yield trips
 
         spent, reserved = selectors.spend_on(now.date())
         spend = GaugeMetricFamily(

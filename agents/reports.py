@@ -1,7 +1,7 @@
 """Reads for the daily report: rollup rows, a per-day series, and limits that look too loose.
 
-The rows come from `DailyRollup` (see agents.services.rollups); the limit suggestions from the
-usage of COMPLETED tasks, compared with their profile's limits.
+The rows come from `DailyRollup` (see agents.services.rollups); the limit advice from the usage
+of the tasks of each profile that ended in the period, compared with the profile's limits.
 """
 
 from __future__ import annotations
@@ -12,20 +12,22 @@ from datetime import date, timedelta
 from decimal import ROUND_CEILING, Decimal
 
 from django.core.cache import cache
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from agents import loop_eval
 from agents.guard import terms
 from agents.models import DailyRollup, Event, LimitProfile, Task
-from agents.selectors import labelled_traces
+from agents.selectors import breaker_trips, day_bounds, labelled_traces
 
-# Every breaker code, in a stable order (CSV columns, table columns).
-TRIP_CODES: tuple[str, ...] = tuple(sorted({c for c in terms.REASON_CODES.values() if c}))
+# Every breaker trip's code, in a stable order (CSV columns, table columns).
+TRIP_CODES = terms.TRIP_CODES
 
-# Suggest tightening a limit only with enough evidence, and only when the limit is more than
-# LOOSE_FACTOR times the p95 of what completed tasks used: p95 x 1.5 to 2 still leaves room.
-MIN_SAMPLE = 5
+# Advice on a profile's limits needs at least MIN_SAMPLE tasks of it that ended in the period:
+# a handful of quick runs once advised cutting a 900 s deadline to 3-4 s. A limit is flagged
+# when it is more than LOOSE_FACTOR times the p95 of what those tasks used; the advice is p95 x
+# 1.5 to 2, and never below the most any of them used (it would have cut that run short).
+MIN_SAMPLE = 20
 LOOSE_FACTOR = 3
 SUGGEST_LOW, SUGGEST_HIGH = Decimal("1.5"), Decimal("2")
 
@@ -79,19 +81,34 @@ class Suggestion:
     limit: str  # the LimitProfile field
     current: Decimal | int
     p95: Decimal | int
+    most: Decimal | int  # the most one task of the sample used
     low: Decimal | int
     high: Decimal | int
-    sample: int
+    sample: int  # the tasks p95 and most were read from
 
 
-# (LimitProfile field, how a completed task's usage of it is read)
+@dataclass
+class ProfileSample:
+    """What the advisor saw of one profile in the period, with its advice when there is enough."""
+
+    profile: str
+    ended: int  # tasks of the profile that ended in the period: the sample
+    trips: int  # breaker trips of its tasks in the period (`selectors.breaker_trips`)
+    suggestions: list[Suggestion]
+
+    @property
+    def enough(self) -> bool:
+        return self.ended >= MIN_SAMPLE
+
+
+# (LimitProfile field, how an ended task's usage of it is read)
 USAGE = (
     ("max_model_calls", "model_calls"),
     ("max_tool_requests", "tool_requests"),
     ("max_tool_executions", "tool_executions"),
     ("max_tokens", "tokens_used"),
     ("max_cost", "cost_spent"),
-    ("deadline_seconds", None),  # wall time from creation to completion
+    ("deadline_seconds", None),  # wall time from creation to its end
 )
 
 
@@ -101,49 +118,69 @@ def p95(values: list) -> Decimal | int:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def limit_suggestions(*, days: int, today: date | None = None) -> list[Suggestion]:
-    """Limits far above what COMPLETED tasks of the profile needed in the window.
+def limit_advice(*, days: int, today: date | None = None) -> list[ProfileSample]:
+    """Each profile whose tasks ended or tripped in the period, by name: how many ended, how
+    many trips, and its limits far above what those tasks used.
 
-    For each profile with at least MIN_SAMPLE completed tasks, a limit is flagged when it is
-    more than LOOSE_FACTOR times the p95 usage; the suggestion is p95 x 1.5 to p95 x 2,
-    rounded up (money to the cent).
+    Only with at least MIN_SAMPLE ended tasks (any terminal state: a run that tripped used
+    what it used too) is a limit flagged, when it is more than LOOSE_FACTOR times the p95
+    usage; the advice is p95 x 1.5 to p95 x 2, raised to the most any one task used, rounded
+    up (money to the cent), and only when it is below the limit.
     """
     first, _last = window(days, today=today)
+    start, _end = day_bounds(first)
     fields = [usage for _limit, usage in USAGE if usage]
-    completed = Task.objects.filter(
-        state=terms.COMPLETED, profile__isnull=False, created_at__date__gte=first
+    ended = Task.objects.filter(
+        state__in=terms.TERMINAL_STATES, profile__isnull=False, ended_at__gte=start
     ).values_list("profile_id", "created_at", "ended_at", *fields)
     by_profile: dict[int, list[tuple]] = {}
-    for row in completed:
+    for row in ended:
         by_profile.setdefault(row[0], []).append(row)
-    suggestions: list[Suggestion] = []
-    for profile in LimitProfile.objects.filter(pk__in=by_profile).order_by("name"):
-        rows = by_profile[profile.pk]
-        if len(rows) < MIN_SAMPLE:
+    trips = dict(
+        breaker_trips(start=start)
+        .filter(task__profile__isnull=False)
+        .values_list("task__profile_id")
+        .annotate(n=Count("id"))
+    )
+    samples: list[ProfileSample] = []
+    for profile in LimitProfile.objects.filter(pk__in={*by_profile, *trips}).order_by("name"):
+        rows = by_profile.get(profile.pk, [])
+        sample = ProfileSample(profile.name, len(rows), trips.get(profile.pk, 0), [])
+        if sample.enough:
+            sample.suggestions = _suggestions(profile, rows, fields)
+        samples.append(sample)
+    return samples
+
+
+def limit_suggestions(*, days: int, today: date | None = None) -> list[Suggestion]:
+    """Every suggestion of `limit_advice`, profile by profile."""
+    return [s for sample in limit_advice(days=days, today=today) for s in sample.suggestions]
+
+
+def _suggestions(profile: LimitProfile, rows: list[tuple], fields: list[str]) -> list[Suggestion]:
+    found: list[Suggestion] = []
+    for limit, usage in USAGE:
+        if usage is None:
+            values = [
+                math.ceil((ended - created).total_seconds()) for _p, created, ended, *_ in rows
+            ]
+        else:
+            index = 3 + fields.index(usage)
+            values = [row[index] for row in rows]
+        current = getattr(profile, limit)
+        top, most = p95(values), max(values)
+        if top <= 0 or current <= top * LOOSE_FACTOR:
             continue
-        for limit, usage in USAGE:
-            if usage is None:
-                values = [
-                    math.ceil((ended - created).total_seconds())
-                    for _p, created, ended, *_ in rows
-                    if ended is not None
-                ]
-            else:
-                index = 3 + fields.index(usage)
-                values = [row[index] for row in rows]
-            if len(values) < MIN_SAMPLE:
-                continue
-            current = getattr(profile, limit)
-            top = p95(values)
-            if top <= 0 or current <= top * LOOSE_FACTOR:
-                continue
-            suggestions.append(Suggestion(
-                profile=profile.name, limit=limit, current=current, p95=top,
-                low=_round_up(top * SUGGEST_LOW, money=limit == "max_cost"),
-                high=_round_up(top * SUGGEST_HIGH, money=limit == "max_cost"),
-                sample=len(values),
-            ))  # fmt: skip
-    return suggestions
+        money = limit == "max_cost"
+        low = _round_up(max(top * SUGGEST_LOW, most), money=money)
+        high = max(_round_up(top * SUGGEST_HIGH, money=money), low)
+        if low >= current:
+            continue
+        found.append(Suggestion(
+            profile=profile.name, limit=limit, current=current, p95=top, most=most,
+            low=low, high=high, sample=len(values),
+        ))  # fmt: skip
+    return found
 
 
 def _round_up(value, *, money: bool) -> Decimal | int:

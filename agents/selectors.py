@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
 from axes.models import AccessAttempt
@@ -13,7 +13,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from agents import loop_eval
-from agents.guard import core
+from agents.guard import core, terms
 from agents.models import (
     UNSETTLED,
     Agent,
@@ -142,6 +142,37 @@ def spend_on(day: date) -> tuple[Decimal, Decimal]:
         spent=Sum("spent"), reserved=Sum("reserved")
     )
     return totals["spent"] or Decimal(0), totals["reserved"] or Decimal(0)
+
+
+def breaker_trips(*, start: datetime, end: datetime | None = None) -> QuerySet[Event]:
+    """The stops in [start, end) that are breaker trips (`terms.TRIP_REASONS`): what the
+    dashboard, the daily rollups, the metrics and the advisor count. One event per stop, so a
+    task resumed and stopped again trips again.
+
+    Read by the stop's reason (the event's `reason` column holds a person's note when one was
+    given), not by its code: stops recorded while goal_unverified carried a code stay out."""
+    query = Event.objects.filter(
+        kind="task_stopped",
+        task__isnull=False,
+        created_at__gte=start,
+        detail__reason__in=sorted(terms.TRIP_REASONS),
+    )
+    if end is not None:
+        query = query.filter(created_at__lt=end)
+    return query.order_by()
+
+
+def day_bounds(day: date) -> tuple[datetime, datetime]:
+    """A UTC day as [start, end): agent days, the daily cap, rollups and trips count in UTC."""
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def trips_on(day: date) -> dict[str, int]:
+    """Breaker trips of one UTC day by code (codes without a trip are missing): the
+    dashboard's "today" and the metrics' gauge."""
+    start, end = day_bounds(day)
+    return dict(breaker_trips(start=start, end=end).values_list("code").annotate(n=Count("id")))
 
 
 def tasks_for(*, agent: Agent | None, state: str = "", agent_name: str = "") -> QuerySet[Task]:

@@ -52,7 +52,7 @@ def _money(amount: Decimal | str) -> str:
     return f"{Decimal(str(amount)):.4f}"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     seconds = max(0, round(seconds))
     if seconds < 120:
         return f"{seconds} s"
@@ -61,7 +61,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
-def bars(task: Task, now: datetime | None = None) -> list[Gauge]:
+def bars(task: Task, now: datetime | None = None, *, live: bool = False) -> list[Gauge]:
+    """Every budget of the task. Time is measured to the task's end, or with `live` to now:
+    the deadline keeps running while a stopped task waits for a person (the resume form)."""
     limits = task.limits
     now = now or timezone.now()
 
@@ -73,7 +75,8 @@ def bars(task: Task, now: datetime | None = None) -> list[Gauge]:
     max_cost = Decimal(str(limits.get("max_cost") or 0))
     reserved_note = f"{_money(task.cost_reserved)} reserved" if task.cost_reserved else ""
     total = (task.deadline_at - task.created_at).total_seconds()
-    elapsed = ((task.ended_at or now) - task.created_at).total_seconds()
+    until = now if live or task.ended_at is None else task.ended_at
+    elapsed = (until - task.created_at).total_seconds()
     return [
         count("model_calls", "Model calls", task.model_calls, "max_model_calls"),
         count("tool_requests", "Tool requests", task.tool_requests, "max_tool_requests"),
@@ -89,7 +92,7 @@ def bars(task: Task, now: datetime | None = None) -> list[Gauge]:
             _ratio(cost_used, max_cost),
             reserved_note,
         ),  # fmt: skip
-        Gauge("seconds", "Time", _duration(elapsed), _duration(total), _ratio(elapsed, total)),
+        Gauge("seconds", "Time", duration(elapsed), duration(total), _ratio(elapsed, total)),
         count("stagnant", "Steps without progress", task.stagnant, "max_stagnant"),
     ]
 

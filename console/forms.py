@@ -122,8 +122,13 @@ class ReconcileForm(forms.Form):
         required=False,
         max_length=20_000,
         label="Result (optional)",
-        help_text="What the tool would have returned: JSON, or plain text.",
+        help_text="What the tool would have returned, as JSON; the agent gets it back (REUSE).",
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": '{"payment_id": "..."}'}),
+    )
+    result_is_text = forms.BooleanField(
+        required=False,
+        label="The result is plain text, not JSON",
+        help_text="Kept as one string, exactly as typed.",
     )
     note = forms.CharField(
         max_length=5000,
@@ -141,6 +146,12 @@ class ReconcileForm(forms.Form):
         if "result" in data:
             try:
                 self.result_value()
+            except json.JSONDecodeError as exc:
+                self.add_error(
+                    "result",
+                    f"The result is not valid JSON ({exc.msg}, line {exc.lineno} column "
+                    f"{exc.colno}). Fix it, or tick “plain text” to keep it as text.",
+                )
             except RecursionError:
                 limit = settings.LOOPWARDEN_MAX_JSON_DEPTH
                 self.add_error("result", f"JSON nested deeper than {limit} levels.")
@@ -149,15 +160,14 @@ class ReconcileForm(forms.Form):
         return data
 
     def result_value(self) -> Any:
-        """The result as typed: JSON when it parses, else the text itself. Held to the API's
-        rule (JSON escapes can spell "\\u0000"): clean() reports what breaks it."""
+        """The result as typed: JSON, or with `result_is_text` the text itself. Text is never
+        taken for JSON that did not parse (a missing brace would be stored, and answered to the
+        agent as REUSE, as a string). Held to the API's rule (JSON escapes can spell
+        "\\u0000"): clean() reports what breaks it."""
         text = self.cleaned_data.get("result", "").strip()
         if not text:
             return None
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text
+        value = text if self.cleaned_data.get("result_is_text") else json.loads(text)
         return storable.admit(value, max_depth=settings.LOOPWARDEN_MAX_JSON_DEPTH, encode=False)
 
 

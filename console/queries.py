@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypedDict, cast
 
@@ -27,12 +26,6 @@ if TYPE_CHECKING:
 LIMIT_EVENTS = ("limits_changed", "profile_created", "profile_changed", "profile_deleted")
 
 
-def today_start(now: datetime | None = None) -> datetime:
-    """Midnight UTC today: agent days and the daily cap are counted in UTC."""
-    now = now or timezone.now()
-    return datetime.combine(now.date(), time.min, tzinfo=now.tzinfo)
-
-
 # -- dashboard -------------------------------------------------------------------------------
 
 
@@ -49,16 +42,11 @@ def state_counts() -> list[StateCount]:
 
 
 def trips_today() -> list[tuple[str, str, int]]:
-    """Tasks the guard stopped today, by code. Stops by people or agents (GUARD_STOPPED) are
-    not breaker trips, and COMPLETED carries no code."""
-    rows = (
-        Event.objects.filter(kind="task_stopped", created_at__gte=today_start())
-        .exclude(code__in=["", "GUARD_STOPPED"])
-        .order_by()
-        .values_list("code")
-        .annotate(n=Count("id"))
+    """Breaker trips today (`selectors.breaker_trips`), by code, most first."""
+    found = selectors.trips_on(timezone.now().date())
+    return sorted(
+        ((code, CODE_WORDS.get(code, code), n) for code, n in found.items()), key=lambda r: -r[2]
     )
-    return sorted(((code, CODE_WORDS.get(code, code), n) for code, n in rows), key=lambda r: -r[2])
 
 
 def spend_today() -> tuple[Decimal, Decimal]:

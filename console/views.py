@@ -7,12 +7,14 @@ these views only parse forms, call one service and choose between a partial and 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 from django_htmx.http import HttpResponseClientRefresh
 
 from agents import storable
@@ -85,6 +87,7 @@ def task_context(request, task: Task, **forms) -> dict:
     unresolved = [op for op in operations if is_unresolved(op)]
     history, history_total = queries.task_history(task)
     bars = budgets.bars(task)
+    deadline = deadline_warning(task, request.user) if task.terminal else None
     try:
         trace_page = int(request.GET.get("trace", ""))
     except ValueError:
@@ -94,7 +97,8 @@ def task_context(request, task: Task, **forms) -> dict:
         "state_words": state_words(task.state),
         "next_step": next_step(task, operations),
         "bars": bars,
-        "grant_rows": _grant_rows(task, bars, request.user),
+        "grant_rows": _grant_rows(task, request.user, deadline),
+        "deadline": deadline,
         "grant_unbounded": operator.may_exceed_grant_bound(request.user),
         "phases": list(task.phases.select_related("started_by")),
         "operations": operations,
@@ -113,10 +117,40 @@ def task_context(request, task: Task, **forms) -> dict:
     }
 
 
-def _grant_rows(task: Task, bars: list[budgets.Gauge], user) -> list[dict]:
-    """One row per grant: usage, limit and, for a non-admin operator, the most one resume may
-    grant (the service's rule, `core.grant_bound`, shown rather than re-derived)."""
-    by_key = {bar.key: bar for bar in bars}
+@dataclass(frozen=True)
+class DeadlineWarning:
+    """A stopped task whose deadline has passed: what a resume must grant, and a proposal."""
+
+    behind: str  # how long ago the deadline passed
+    needed: int  # the least grant.seconds a resume takes (core.seconds_needed)
+    proposed: int | None  # needed + a fresh deadline's worth; None: above an operator's bound
+    leaves: str  # the time the proposal leaves the agent
+    bound: int | None  # the most an operator may grant; None for an admin
+
+
+def deadline_warning(task: Task, user) -> DeadlineWarning | None:
+    """The resume form's warning when the deadline is past. The seconds needed are the guard
+    core's (the resume service refuses less with DEADLINE_PASSED); the proposal adds the
+    task's original deadline, held to a non-admin operator's bound."""
+    needed = core.seconds_needed(to_state(task), timezone.now())
+    if not needed:
+        return None
+    original = operator.original_limits(task)
+    fresh = needed + original.deadline_seconds
+    proposed: int | None = fresh
+    bound = None
+    if not operator.may_exceed_grant_bound(user):
+        bound = int(core.grant_bound(original)["seconds"])
+        proposed = min(fresh, bound) if bound > needed else None
+    leaves = budgets.duration(proposed - needed) if proposed else ""
+    return DeadlineWarning(budgets.duration(needed - 1), needed, proposed, leaves, bound)
+
+
+def _grant_rows(task: Task, user, deadline: DeadlineWarning | None) -> list[dict]:
+    """One row per grant: usage (time as it is now: the deadline kept running while the task
+    waited), limit and, for a non-admin operator, the most one resume may grant (the
+    service's rule, `core.grant_bound`, shown rather than re-derived)."""
+    by_key = {bar.key: bar for bar in budgets.bars(task, live=True)}
     unbounded = operator.may_exceed_grant_bound(user)
     bound = {} if unbounded else core.grant_bound(operator.original_limits(task))
     return [
@@ -125,6 +159,7 @@ def _grant_rows(task: Task, bars: list[budgets.Gauge], user) -> list[dict]:
             "label": label,
             "bar": by_key.get(key),
             "bound": money_text(bound[key]) if key == "cost" and key in bound else bound.get(key),
+            "proposed": deadline.proposed if deadline and key == "seconds" else None,
         }
         for key, label, _limit, _usage in GRANTS
     ]

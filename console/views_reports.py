@@ -143,6 +143,7 @@ def daily_report(request: HtmxHttpRequest) -> HttpResponse:
     days, agent = _filters(request)
     rows = list(reports.rollup_rows(days=days, agent=agent))
     series = reports.daily_series(rows, days=days)
+    advice = reports.limit_advice(days=days)
     context = {
         "days": days,
         "day_choices": DAY_CHOICES,
@@ -151,7 +152,8 @@ def daily_report(request: HtmxHttpRequest) -> HttpResponse:
         "rows": rows,
         "codes": reports.TRIP_CODES,
         "chart": chart_of(series),
-        "suggestions": reports.limit_suggestions(days=days),
+        "advice": advice,
+        "suggestions": [s for sample in advice for s in sample.suggestions],
         "min_sample": reports.MIN_SAMPLE,
         "loose_factor": reports.LOOSE_FACTOR,
         "threshold_advice": reports.threshold_advice(),

@@ -51,7 +51,9 @@ class ErrorDetail(s.Serializer):
     fields = s.DictField(
         child=AnyValue(),
         help_text="Field path -> what is wrong with it, usually a sentence; a list for some "
-        "codes (OPERATIONS_UNRESOLVED lists the operation keys). May be empty.",
+        "codes (OPERATIONS_UNRESOLVED lists the operation keys); DEADLINE_PASSED adds "
+        "`seconds_needed`, the least grant.seconds that puts the deadline ahead of now, as a "
+        "number. May be empty.",
     )
 
 
@@ -70,7 +72,7 @@ ERROR_TEXT = {
     405: "Method not allowed on this path.",
     408: "The body did not arrive in full in time (BODY_TIMEOUT): nothing was done; send it again.",
     409: "Refused in the object's current state (AGENT_PAUSED, OPERATIONS_UNRESOLVED, "
-    "RESULT_ALREADY_REPORTED, ...): nothing changed.",
+    "DEADLINE_PASSED, RESULT_ALREADY_REPORTED, ...): nothing changed.",
     413: "The body is larger than the server accepts (BODY_TOO_LARGE, see "
     "LOOPWARDEN_MAX_BODY_BYTES).",
     415: "The body is not application/json.",
@@ -153,7 +155,7 @@ class StopReport(s.Serializer):
         **NULLABLE,
         help_text="For upstream callers: GUARD_ROUND_LIMIT, GUARD_TIME_LIMIT, GUARD_TOKEN_LIMIT, "
         "GUARD_COST_LIMIT, GUARD_LOOP_DETECTED, GUARD_LEDGER, GUARD_BAD_INPUT, GUARD_TOOL_FAILED, "
-        "GUARD_STOPPED; null for COMPLETED.",
+        "GUARD_STOPPED; null for goal_met (COMPLETED) and goal_unverified.",
     )
     phase = s.IntegerField()
     at = s.DateTimeField()

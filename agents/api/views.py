@@ -336,8 +336,10 @@ class TaskResume(APIView):
         description="Operators with resume_task. Starts the next phase: usage stays, each "
         "grant raises its limit, `seconds` moves the deadline, the window stays, `stagnant` "
         "starts from 0. 409 while any operation of the task is UNKNOWN or IN_FLIGHT, or the "
-        "task is RUNNING or COMPLETED. A non-admin's grant is bounded; larger grants answer "
-        "403 and need an admin.",
+        "task is RUNNING or COMPLETED; 409 DEADLINE_PASSED when the deadline would still be "
+        "past after the grant, with the least `grant.seconds` that puts it ahead of now in "
+        "`error.fields.seconds_needed` (a number) and in the message. A non-admin's grant is "
+        "bounded; larger grants answer 403 and need an admin.",
         parameters=[TASK_ID],
         request=s.ResumeIn,
         responses=r.answers({200: r.Task}, 409, body=True),

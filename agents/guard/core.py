@@ -31,6 +31,7 @@ from agents.guard.lifecycle import (
     parse_grant,
     release_pending,
     resume,
+    seconds_needed,
     stop,
 )
 from agents.guard.limits import tighten_limits, validate_limits
@@ -72,6 +73,7 @@ __all__ = [
     "report_result",
     "request_tool",
     "resume",
+    "seconds_needed",
     "resume_condition",
     "settle_usage",
     "stop",

@@ -7,6 +7,7 @@ and it opens a new phase on top of the consumed usage instead of resetting anyth
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -188,14 +189,23 @@ def parse_grant(grant: Any) -> dict[str, int | Decimal]:
     return parsed
 
 
+def seconds_needed(task: TaskState, now: datetime) -> int:
+    """The least `grant.seconds` that puts the task's deadline ahead of `now` (0 when it is
+    ahead already). The gates stop a task once `now >= deadline_at`, so a resume that leaves
+    the deadline there would stop again at the agent's next call: PARTIAL/deadline."""
+    behind = (now - task.deadline_at).total_seconds()
+    return 0 if behind < 0 else math.floor(behind) + 1
+
+
 def resume(task: TaskState, grant: dict[str, Any] | None, now: datetime) -> None:
     """Open the next phase of a stopped task. Raises GuardError and changes nothing if refused.
 
     Usage counters keep accumulating across phases (a resume is not a reset: that is how an
     outer loop of resumes stays visible and bounded); each grant raises its limit instead. The
     window and blocked markers stay, so the calls that looped are still remembered; `stagnant`
-    starts again because the operator judged that something changed. The service refuses the
-    resume earlier when an operation of the task is UNKNOWN or IN_FLIGHT.
+    starts again because the operator judged that something changed. A grant that leaves the
+    deadline at or before `now` is refused (DEADLINE_PASSED, naming `seconds_needed`). The
+    service refuses the resume earlier when an operation of the task is UNKNOWN or IN_FLIGHT.
     """
     if task.state == RUNNING:
         raise GuardError("TASK_RUNNING", "The task is running; there is nothing to resume.")
@@ -221,6 +231,14 @@ def resume(task: TaskState, grant: dict[str, Any] | None, now: datetime) -> None
         errors["grant.seconds"] = "would move the deadline past the last date there is"
     if errors:
         raise GuardError("BAD_GRANT", "The grant is not valid.", fields=errors)
+    needed = seconds_needed(task, now)
+    if int(parsed.get("seconds", 0)) < needed:
+        raise GuardError(
+            "DEADLINE_PASSED",
+            f"The deadline passed {needed - 1} s ago: grant at least {needed} seconds so that "
+            "it lies ahead of now, or the agent's next call stops again.",
+            fields={"grant.seconds": f"at least {needed} seconds", "seconds_needed": needed},
+        )
     for limit_name, value in raised.items():
         setattr(limits, limit_name, value)
     task.deadline_at = deadline

@@ -60,7 +60,7 @@ RESULT_KINDS = (SUCCESS, RETRYABLE, PENDING, PRECONDITION, FATAL, NO_RESULT)
 
 REASON_CODES: dict[str, str | None] = {
     "goal_met": None,
-    "goal_unverified": "GUARD_BAD_INPUT",
+    "goal_unverified": None,
     "deadline": "GUARD_TIME_LIMIT",
     "invalid_wait": "GUARD_TIME_LIMIT",
     "model_budget": "GUARD_ROUND_LIMIT",
@@ -89,6 +89,21 @@ REASON_CODES: dict[str, str | None] = {
     "agent_paused": "GUARD_STOPPED",
 }
 REASONS = tuple(REASON_CODES)
+
+# Stops by a person or an agent (operator_stop, agent_stop, agent_paused): not the guard's.
+GUARD_STOPPED = "GUARD_STOPPED"
+# A breaker trip is a stop for a reason whose code is not GUARD_STOPPED: the guard stopped the
+# task. COMPLETED and goal_unverified carry no code. The dashboard, the daily report, the
+# metrics and the advisor all count trips by this set (agents.selectors.breaker_trips).
+TRIP_REASONS = frozenset(
+    reason for reason, code in REASON_CODES.items() if code and code != GUARD_STOPPED
+)
+TRIP_CODES: tuple[str, ...] = tuple(sorted({REASON_CODES[reason] or "" for reason in TRIP_REASONS}))
+
+
+def is_trip(reason: str | None) -> bool:
+    return reason in TRIP_REASONS
+
 
 BLOCK_CODE = "DUPLICATE_TOOL_CALL_BLOCKED"
 
@@ -345,10 +360,11 @@ class GuardError(Exception):
 
     `code` is a stable machine word ("TASK_RUNNING", "TASK_COMPLETED", "BAD_GRANT",
     "BAD_REASON") the service maps to its own domain error and HTTP status; `fields` names
-    each bad input field with a short sentence, when the refusal is about fields.
+    each bad input field with a short sentence, when the refusal is about fields (and
+    DEADLINE_PASSED gives `seconds_needed` as a number).
     """
 
-    def __init__(self, code: str, message: str, fields: dict[str, str] | None = None):
+    def __init__(self, code: str, message: str, fields: dict[str, Any] | None = None):
         super().__init__(message)
         self.code = code
         self.message = message

@@ -128,11 +128,13 @@ def task_resume(
 ) -> Task:
     """Authorize a new phase of a stopped task. Locks the task row.
 
-    Refused while an operation the task touched is UNKNOWN or IN_FLIGHT (reconcile first), or
-    while the task is RUNNING or COMPLETED. Usage and the detection window stay; the grant
-    raises limits; `stagnant` starts again from 0. A user who may not change limits (a
-    non-admin operator) may grant per resume, per budget, at most the task's original limit
-    (`core.grant_bound`); above it: 403 GRANT_ABOVE_BOUND, nothing changed.
+    Refused while an operation the task touched is UNKNOWN or IN_FLIGHT (reconcile first),
+    while the task is RUNNING or COMPLETED, or when the grant leaves its deadline past
+    (409 DEADLINE_PASSED with `fields.seconds_needed`, the core's `seconds_needed`). Usage
+    and the detection window stay; the grant raises limits; `stagnant` starts again from 0.
+    A user who may not change limits (a non-admin operator) may grant per resume, per budget,
+    at most the task's original limit (`core.grant_bound`); above it: 403 GRANT_ABOVE_BOUND,
+    nothing changed.
     """
     if blank(reason):
         raise BadInput(
@@ -162,7 +164,7 @@ def task_resume(
         try:
             core.resume(state, parsed, now)
         except terms.GuardError as exc:
-            raise Conflict(exc.message, code=exc.code) from None
+            raise Conflict(exc.message, code=exc.code, fields=exc.fields) from None
         apply_state(task, state)
         task.ended_at = None
         task.save()

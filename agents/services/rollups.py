@@ -1,4 +1,5 @@
-"""Daily rollups for the report: usage and breaker trips per day, agent and task type.
+"""Daily rollups for the report: usage and breaker trips (`selectors.breaker_trips`) per day,
+agent and task type.
 
 A rollup row is derived data, rebuilt from the trace (model calls, tool calls, stop events) for
 a whole UTC day at a time, so rebuilding a day any number of times gives the same rows.
@@ -7,7 +8,7 @@ a whole UTC day at a time, so rebuilding a day any number of times gives the sam
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date
 from decimal import Decimal
 
 from django.db import transaction
@@ -16,7 +17,8 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from agents.guard import terms
-from agents.models import MONEY, DailyRollup, Event, ModelCall, ToolCall
+from agents.models import MONEY, DailyRollup, ModelCall, ToolCall
+from agents.selectors import breaker_trips, day_bounds
 
 CENT_MICROS = Decimal("0.000001")
 _money = DecimalField(max_digits=MONEY["max_digits"], decimal_places=MONEY["decimal_places"])
@@ -30,11 +32,6 @@ CHARGED = Case(
     default=Value(Decimal(0)),
     output_field=_money,
 )
-
-
-def day_bounds(day: date) -> tuple[datetime, datetime]:
-    start = datetime.combine(day, time.min, tzinfo=UTC)
-    return start, start + timedelta(days=1)
 
 
 def _empty() -> dict:
@@ -72,12 +69,7 @@ def rollup_day(*, day: date) -> int:
     for row in executions:
         entry = totals[(row["task__agent_id"], row["task__profile__name"] or "")]
         entry["tool_executions"] = row["n"]
-    trips = (
-        Event.objects.filter(in_day, kind="task_stopped", task__isnull=False)
-        .exclude(code="")
-        .values(*key, "code")
-        .annotate(n=Count("id"))
-    )
+    trips = breaker_trips(start=start, end=end).values(*key, "code").annotate(n=Count("id"))
     for row in trips:
         entry = totals[(row["task__agent_id"], row["task__profile__name"] or "")]
         entry["trips"][row["code"]] = row["n"]

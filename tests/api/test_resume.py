@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
-from agents.models import Event, Phase
+from agents.models import Event, Phase, Task
 
 from .helpers import (
     assert_stopped,
@@ -162,3 +163,43 @@ def test_it_answers_404_for_an_unknown_task(operator_api):
 
     assert response.status_code == 404
     assert resume(operator_api, "not-a-uuid").status_code == 404
+
+
+def waited_past_its_deadline(agent_api, seconds_ago: int = 3600) -> dict:
+    """A task stopped by its budget, whose deadline then passed while it waited for a person."""
+    task = spend_two_model_calls(agent_api)
+    Task.objects.filter(pk=task["id"]).update(
+        deadline_at=timezone.now() - timedelta(seconds=seconds_ago)
+    )
+    return task
+
+
+def test_a_resume_that_leaves_the_deadline_past_is_refused_naming_the_seconds(
+    agent_api, operator_api
+):
+    task = waited_past_its_deadline(agent_api)
+    before = get_task(agent_api, task["id"])
+
+    response = resume(operator_api, task["id"], model_calls=2)
+
+    assert response.status_code == 409, response.body
+    error = response.body["error"]
+    assert error["code"] == "DEADLINE_PASSED"
+    needed = error["fields"]["seconds_needed"]
+    assert isinstance(needed, int) and 3601 <= needed <= 3700
+    assert f"{needed} seconds" in error["message"]
+    assert "grant.seconds" in error["fields"]
+    assert get_task(agent_api, task["id"]) == before
+    assert not Event.objects.filter(task_id=task["id"], kind="task_resumed").exists()
+
+
+def test_a_resume_granting_the_seconds_needed_and_more_runs_again(agent_api, operator_api):
+    task = waited_past_its_deadline(agent_api, seconds_ago=300)  # within an operator's bound
+    needed = resume(operator_api, task["id"], model_calls=2).body["error"]["fields"][
+        "seconds_needed"
+    ]
+
+    response = resume(operator_api, task["id"], model_calls=2, seconds=needed + 300)
+
+    assert response.status_code == 200, response.body
+    assert gate(agent_api, task["id"])["decision"] == "ALLOW"

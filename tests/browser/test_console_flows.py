@@ -220,3 +220,35 @@ def test_the_daily_report_charts_the_trips_the_agent_caused(page, console, shot)
     csv = page.request.get(f"{console.url}/reports/daily.csv")
     assert csv.status == 200
     assert "support-bot" in csv.text()
+
+
+def test_a_task_that_waited_past_its_deadline_is_resumed_with_the_proposed_seconds(
+    page, console, shot
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    task_id = console.agent.create_task("Summarise the incident for the customer")["id"]
+    console.agent.stop(task_id, reason="waiting for the customer's answer")
+    created = timezone.now() - timedelta(hours=3)  # it then waited three hours for a person
+    Task.objects.filter(pk=task_id).update(
+        created_at=created,
+        ended_at=created + timedelta(seconds=100),
+        deadline_at=created + timedelta(seconds=900),
+    )
+
+    sign_in(page, console.url, "adam")
+    page.goto(f"{console.url}/tasks/{task_id}/")
+    warning = page.locator("#actions .deadline-passed")
+    expect(warning).to_contain_text("The deadline passed 2 h 45 min ago")
+    seconds = page.get_by_role("textbox", name="Seconds")
+    proposed = int(seconds.input_value())
+    assert proposed > 3 * 3600 - 900
+    shot("resume-past-deadline")
+
+    page.get_by_label("Reason (required)").fill("The customer answered; finish the summary")
+    page.get_by_role("button", name="Resume task").click()
+    expect(page.locator("#task-live .badge.big")).to_have_text("Running")
+    # Not dead on arrival: the agent's next call is allowed, not stopped on its deadline.
+    assert console.agent.gate_model_call(task_id, model="sim-model")["decision"] == "ALLOW"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 
+import pytest
+
 from agents.guard import terms
 from agents.models import Event
 from agents.services import runner, tasks
@@ -83,12 +85,69 @@ def test_htmx_swaps_the_card_with_the_decision(as_operator, lost_write):
     assert op.state == terms.NOT_COMMITTED
 
 
-def test_a_plain_text_result_is_kept_as_text(as_operator, lost_write):
+def test_a_plain_text_result_is_kept_as_text_when_asked(as_operator, lost_write):
     op = lost_write.operation
-    verdict = form(op, verdict="COMMITTED", result="PAY-9 in the PSP", note="ok")
-    as_operator.post(f"/reconcile/{op.pk}/", verdict)
+    verdict = form(op, verdict="COMMITTED", result="PAY-9 in the PSP", result_is_text="on",
+                   note="ok")  # fmt: skip
+    assert as_operator.post(f"/reconcile/{op.pk}/", verdict).status_code == 303
     op.refresh_from_db()
     assert op.result == "PAY-9 in the PSP"
+
+
+def test_text_that_parses_as_json_is_kept_as_text_when_asked(as_operator, lost_write):
+    op = lost_write.operation
+    verdict = form(op, verdict="COMMITTED", result='{"id": 1}', result_is_text="on", note="ok")
+    assert as_operator.post(f"/reconcile/{op.pk}/", verdict).status_code == 303
+    op.refresh_from_db()
+    assert op.result == '{"id": 1}'
+
+
+@pytest.mark.parametrize(
+    "text", ['{"payment_id": "PAY-9"', "PAY-9 in the PSP", "{'payment_id': 'PAY-9'}"]
+)
+def test_a_result_that_is_not_valid_json_keeps_the_form_and_changes_nothing(
+    as_operator, lost_write, text
+):
+    op = lost_write.operation
+    events = Event.objects.count()
+
+    response = as_operator.post(
+        f"/reconcile/{op.pk}/", form(op, verdict="COMMITTED", result=text, note="seen in the PSP")
+    )
+
+    assert response.status_code == 422
+    body = response.content.decode()
+    assert f'id="id_op{op.pk}-result_error">The result is not valid JSON' in body
+    assert html.escape(text) in body  # the form keeps what was typed, to fix it
+    assert "seen in the PSP" in body
+    op.refresh_from_db()
+    assert (op.state, op.result) == (terms.UNKNOWN, None)
+    assert Event.objects.count() == events
+    assert not Reconciliation.objects.exists()
+
+
+def test_a_result_missing_a_brace_is_never_answered_to_the_agent_as_text(
+    as_operator, lost_write, agent
+):
+    op = lost_write.operation
+    as_operator.post(
+        f"/reconcile/{op.pk}/",
+        form(op, verdict="COMMITTED", result='{"payment_id": "PAY-9"', note="PSP"),
+    )
+    assert (
+        as_operator.post(
+            f"/reconcile/{op.pk}/",
+            form(op, verdict="COMMITTED", result='{"payment_id": "PAY-9"}', note="PSP"),
+        ).status_code
+        == 303
+    )
+    operator_resume(as_operator, lost_write.task)
+    _, _, outcome = runner.tool_call_request(
+        task_id=lost_write.task.pk, agent=agent, tool="pay_invoice",
+        args={"invoice": "INV-42", "card_number": "4111111111111111"}, effect=terms.WRITE,
+        operation_key="pay-INV-42",
+    )  # fmt: skip
+    assert (outcome.decision, outcome.result) == (terms.REUSE, {"payment_id": "PAY-9"})
 
 
 def test_still_unknown_keeps_it_in_the_queue_with_the_note(as_operator, lost_write):
@@ -123,7 +182,7 @@ def test_a_missing_note_shows_the_error_next_to_the_field_and_changes_nothing(
 def test_a_result_with_a_verdict_other_than_committed_is_refused(as_operator, lost_write):
     op = lost_write.operation
     response = as_operator.post(
-        f"/reconcile/{op.pk}/", form(op, verdict="NOT_COMMITTED", result="x", note="n"), **HTMX
+        f"/reconcile/{op.pk}/", form(op, verdict="NOT_COMMITTED", result='"x"', note="n"), **HTMX
     )
     assert response.status_code == 422
     assert "Only a COMMITTED verdict stores a result." in response.content.decode()

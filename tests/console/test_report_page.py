@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents.guard import terms
 from agents.models import DailyRollup, LimitProfile, Task
-from agents.reports import TRIP_CODES, limit_suggestions, p95
+from agents.reports import MIN_SAMPLE, TRIP_CODES, limit_advice, limit_suggestions, p95
 from console.views_reports import nice_ceiling
 
 URL = "/reports/daily/"
@@ -131,12 +131,12 @@ def test_an_empty_period_says_so(operator):
     assert "0 breaker trips" in html
 
 
-def completed(profile, n, **usage):
+def completed(profile, n, state=terms.COMPLETED, reason="goal_met", **usage):
     now = timezone.now()
     for i in range(n):
         Task.objects.create(
-            agent_id=profile._agent.pk, profile=profile, goal=f"done {i}", state=terms.COMPLETED,
-            reason="goal_met", limits=profile.limits().to_dict(), deadline_at=now,
+            agent_id=profile._agent.pk, profile=profile, goal=f"done {i}", state=state,
+            reason=reason, limits=profile.limits().to_dict(), deadline_at=now,
             ended_at=now + timedelta(seconds=60 + i), **{k: v(i) for k, v in usage.items()},
         )  # fmt: skip
 
@@ -178,6 +178,43 @@ def test_few_completed_tasks_are_not_enough_to_suggest(agent):
     completed(profile, 4, model_calls=lambda i: 1)
 
     assert limit_suggestions(days=30) == []
+
+
+def test_fewer_than_twenty_ended_tasks_give_no_advice(agent):
+    # Four completed tasks once advised cutting a 900 s deadline to 3-4 s and 5.00 to 0.03.
+    profile = LimitProfile.objects.create(name="rare", max_model_calls=100, max_cost=Decimal(5))
+    profile._agent = agent
+    completed(profile, MIN_SAMPLE - 1, model_calls=lambda i: 1,
+              cost_spent=lambda i: Decimal("0.02"))  # fmt: skip
+
+    assert MIN_SAMPLE >= 20
+    assert limit_suggestions(days=30) == []
+    (sample,) = limit_advice(days=30)
+    assert (sample.profile, sample.ended, sample.enough) == ("rare", MIN_SAMPLE - 1, False)
+
+
+def test_no_advice_goes_below_what_an_observed_run_used(agent):
+    profile = LimitProfile.objects.create(name="lean", max_model_calls=100)
+    profile._agent = agent
+    completed(profile, 20, model_calls=lambda i: 2)
+    # One run that did not complete used 30 calls: a limit under 30 would have cut it short.
+    completed(profile, 1, model_calls=lambda i: 30, state=terms.PARTIAL, reason="no_progress")
+
+    found = {s.limit: s for s in limit_suggestions(days=30)}
+
+    calls = found["max_model_calls"]
+    assert (calls.p95, calls.most, calls.sample) == (2, 30, 21)
+    assert calls.low >= 30 and calls.high >= calls.low
+    assert all(s.low >= s.most for s in found.values())
+
+
+def test_each_figure_shows_its_sample_and_the_profiles_trips(operator, loose):
+    html = operator.get(URL).content.decode()
+
+    assert 'class="profile-sample" data-profile="lean" data-ended="20" data-trips="0"' in html
+    row = html[html.index('data-limit="max_model_calls"') :]
+    row = row[: row.index("</tr>")]
+    assert "p95 of 20" in row and "most of 20" in row
 
 
 def test_the_page_shows_the_suggestions(operator, loose):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from decimal import Decimal
 
+from django.utils import timezone
+
 from agents.guard import terms
-from agents.models import Event, Phase
+from agents.models import Event, Phase, Task
 from ledger.services import operation_reconcile
 from tests.console.conftest import HTMX
 
@@ -176,3 +180,81 @@ def test_an_admins_grant_past_what_a_limit_holds_is_refused_and_the_task_stays_s
         stopped_task.refresh_from_db()
         assert (stopped_task.state, stopped_task.phase, stopped_task.limits) == before
     assert as_admin.get(f"/tasks/{stopped_task.pk}/").status_code == 200
+
+
+# -- a task that waited past its deadline ----------------------------------------------------
+
+
+def waited(task, *, hours_ago: float, ran_seconds: int = 100, deadline_seconds: int = 900):
+    """The task was created `hours_ago`, ran `ran_seconds` and has waited for a person since,
+    past its deadline."""
+    created = timezone.now() - timedelta(hours=hours_ago)
+    Task.objects.filter(pk=task.pk).update(
+        created_at=created,
+        ended_at=created + timedelta(seconds=ran_seconds),
+        deadline_at=created + timedelta(seconds=deadline_seconds),
+    )
+    task.refresh_from_db()
+    return task
+
+
+def resume_form(page: str) -> str:
+    return page[
+        page.index('<form class="resume"') : page.index(
+            "</form>", page.index('<form class="resume"')
+        )
+    ]
+
+
+def test_the_form_shows_the_real_time_against_the_deadline_and_warns(as_admin, stopped_task):
+    task = waited(stopped_task, hours_ago=3)
+
+    form = resume_form(as_admin.get(f"/tasks/{task.pk}/").content.decode())
+
+    # Time as it is now (3 h since creation against 15 min), not frozen at the stop (100 s).
+    assert re.search(r'<td class="num">3 h 0 min</td>\s*<td class="num">15 min</td>', form)
+    assert 'class="notice warn deadline-passed"' in form
+    assert "The deadline passed 2 h 45 min ago" in form
+    needed = 3 * 3600 - 900 + 1
+    proposed = re.search(r'name="seconds" id="id_seconds"[^>]* value="(\d+)"', form)
+    assert proposed, form
+    assert needed < int(proposed.group(1)) <= needed + 900 + 60
+
+
+def test_the_proposed_seconds_resume_the_task_ahead_of_its_deadline(as_admin, stopped_task):
+    task = waited(stopped_task, hours_ago=3)
+    form = resume_form(as_admin.get(f"/tasks/{task.pk}/").content.decode())
+    seconds = re.search(r'name="seconds" id="id_seconds"[^>]* value="(\d+)"', form).group(1)
+
+    response = as_admin.post(f"/tasks/{task.pk}/resume/", {"reason": "fixed", "seconds": seconds})
+
+    assert response.status_code == 303
+    task.refresh_from_db()
+    assert task.state == terms.RUNNING and task.deadline_at > timezone.now()
+
+
+def test_an_operator_whose_bound_is_too_small_is_told_to_ask_an_admin(as_operator, stopped_task):
+    task = waited(stopped_task, hours_ago=3)
+
+    form = resume_form(as_operator.get(f"/tasks/{task.pk}/").content.decode())
+
+    assert "ask an admin" in form
+    assert not re.search(r'name="seconds" id="id_seconds"[^>]* value="\d+"', form)
+
+
+def test_resuming_without_the_seconds_keeps_the_form_and_names_the_seconds_needed(
+    as_admin, stopped_task
+):
+    task = waited(stopped_task, hours_ago=3)
+    before = (task.state, task.phase, task.deadline_at)
+
+    response = as_admin.post(
+        f"/tasks/{task.pk}/resume/", {"reason": "fixed", "model_calls": "2", "seconds": ""}
+    )
+
+    assert response.status_code == 422
+    body = response.content.decode()
+    assert re.search(r'id="id_seconds_error">At least \d+ seconds', body)
+    assert 'value="2"' in resume_form(body)  # the form keeps what was typed
+    task.refresh_from_db()
+    assert (task.state, task.phase, task.deadline_at) == before

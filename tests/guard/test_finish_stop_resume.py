@@ -14,6 +14,7 @@ from agents.guard.core import (
     lease_expired,
     parse_grant,
     resume,
+    seconds_needed,
     stop,
     usage,
 )
@@ -306,3 +307,40 @@ def test_a_grant_up_to_the_largest_values_is_taken():
     assert task.limits.max_model_calls == 2**31 - 1
     assert task.limits.deadline_seconds == 2**31 - 1
     assert task.state == RUNNING
+
+
+# -- a resume past the deadline ------------------------------------------------------------
+
+
+def past_deadline(seconds_ago: float):
+    task = stopped_task()
+    task.deadline_at = NOW - timedelta(seconds=seconds_ago)
+    return task
+
+
+@pytest.mark.parametrize(("ago", "needed"), [(0, 1), (0.25, 1), (3600, 3601), (3600.5, 3601)])
+def test_the_seconds_a_resume_needs_put_the_deadline_ahead_of_now(ago, needed):
+    task = past_deadline(ago)
+    assert seconds_needed(task, NOW) == needed
+    resume(task, {"seconds": needed}, NOW)
+    assert task.deadline_at > NOW
+    assert expire_deadline(task, NOW).decision == CONTINUE
+
+
+def test_a_deadline_still_ahead_needs_no_seconds():
+    assert seconds_needed(stopped_task(), NOW) == 0
+
+
+@pytest.mark.parametrize("grant", [{}, {"model_calls": 5}, {"seconds": 3600}])
+def test_a_resume_that_leaves_the_deadline_past_is_refused_naming_the_seconds(grant):
+    task = past_deadline(3600)
+    before = asdict(task)
+
+    with pytest.raises(GuardError) as exc:
+        resume(task, grant, NOW)
+
+    assert exc.value.code == "DEADLINE_PASSED"
+    assert "3601 seconds" in exc.value.message
+    assert exc.value.fields["seconds_needed"] == 3601
+    assert "3601" in exc.value.fields["grant.seconds"]
+    assert asdict(task) == before

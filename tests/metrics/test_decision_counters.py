@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db
 
 DECISIONS = "loopwarden_decisions_total"
 STOPS = "loopwarden_stops_total"
+TRIPS = "loopwarden_trips_total"
 
 
 def moved(before, after, name: str, **labels: str) -> float:
@@ -113,3 +114,23 @@ def test_a_decision_served_in_a_request_is_timed_under_its_kind(agent_api, scrap
     assert moved(before, after, f"{seconds}_sum", kind="model_call") > 0
     assert moved(before, after, f"{seconds}_bucket", kind="model_call", le="+Inf") == 2
     assert moved(before, after, f"{seconds}_count", kind="tool_call") == 0
+
+
+def test_only_the_guards_stops_count_as_trips(agent_api, operator_api, scrape):
+    unverified, stopped, looping = (new_task(agent_api)["id"] for _ in range(3))
+    execute(agent_api, looping, "search", {"q": "invoice 42"})
+    execute(agent_api, looping, "search", {"q": "invoice 42"})
+    before = scrape()
+
+    finish(agent_api, unverified)  # goal_unverified: no code, not a trip
+    operator_api.post(f"tasks/{stopped}/stop", {"reason": "enough"})  # GUARD_STOPPED
+    request_tool(agent_api, looping, "search", {"q": "invoice 42"})  # BLOCK
+    request_tool(agent_api, looping, "search", {"q": "invoice 42"})  # STOP same_call
+
+    after = scrape()
+    assert moved(before, after, STOPS, reason="goal_unverified", code="") == 1
+    assert moved(before, after, STOPS, reason="operator_stop", code="GUARD_STOPPED") == 1
+    assert moved(before, after, TRIPS, code="GUARD_LOOP_DETECTED") == 1
+    assert after.total(TRIPS) - before.total(TRIPS) == 1
+    assert after.value("loopwarden_trips_today", code="GUARD_LOOP_DETECTED") == 1
+    assert after.value("loopwarden_trips_today", code="GUARD_BAD_INPUT") == 0

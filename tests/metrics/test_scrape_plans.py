@@ -44,3 +44,24 @@ def test_the_days_money_is_summed_through_the_day_index(agent_row):
     (scan,) = scans(plan, "agents_agentday")
 
     assert index_names(scan) == {"agent_day_day"}, scan
+
+
+def test_the_days_trips_are_read_through_the_event_time_index(make_task):
+    # Events only grow (every decision that stops, every operator action): the day's trips are
+    # found through the time index, whatever the log holds from earlier days.
+    task = make_task(goal="one task")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO agents_event (task_id, kind, actor, reason, code, detail, created_at) "
+            "SELECT %s, 'task_stopped', 'system:guard', '', 'GUARD_LEDGER', "
+            "'{\"reason\": \"unknown_commit\"}', now() - n * interval '1 hour' "
+            "FROM generate_series(30, 5000) n",
+            [task.pk],
+        )
+        cursor.execute("ANALYZE agents_event")
+
+    (plan,) = plans_of(lambda: selectors.trips_on(timezone.now().date()))
+    (scan,) = scans(plan, "agents_event")
+
+    assert scan["Node Type"] != "Seq Scan"
+    assert any("created_at" in name for name in index_names(scan)), scan
