@@ -9,6 +9,7 @@ the flows. Nothing here is public API: import from `loopwarden_client`.
 from __future__ import annotations
 
 import email.utils
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -80,8 +81,18 @@ def error_from_response(response: httpx.Response) -> LoopwardenError:
         )
     if isinstance(body, dict) and "detail" in body:  # a framework default, not our envelope
         return LoopwardenError(status, f"HTTP_{status}", str(body["detail"]))
-    text = response.text.strip()[:200] or response.reason_phrase
-    return LoopwardenError(status, f"HTTP_{status}", text)
+    return LoopwardenError(status, f"HTTP_{status}", first_line(response))
+
+
+def first_line(response: httpx.Response) -> str:
+    """One line for an answer without the envelope: a framework's error page (a traceback, an
+    HTML page) is the server's to read, not the agent's. An HTML page by its title."""
+    text = response.text
+    if "html" in response.headers.get("content-type", ""):
+        title = re.search(r"<title[^>]*>([^<]*)</title>", text, re.IGNORECASE)
+        text = title.group(1) if title else text
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line[:200] or response.reason_phrase
 
 
 def unwrap_items(body: Any, key: str, status: int) -> list[JSON]:
