@@ -54,9 +54,9 @@ def failing_server() -> Iterator[str]:
 
 
 def test_a_non_json_server_error_is_its_status_and_the_first_line_of_its_body(failing_server):
-    with Client(failing_server + "text-plain/", "tok") as client:
-        with pytest.raises(LoopwardenError) as caught:
-            client.create_task("goal")
+    client = Client(failing_server + "text-plain/", "tok")
+    with client, pytest.raises(LoopwardenError) as caught:
+        client.create_task("goal")
     error = caught.value
     assert (error.status, error.code) == (500, "HTTP_500")
     assert error.message == "ZeroDivisionError at /api/v1/tasks"
@@ -64,7 +64,7 @@ def test_a_non_json_server_error_is_its_status_and_the_first_line_of_its_body(fa
 
 
 def test_an_html_error_page_is_its_title(failing_server):
-    with Client(failing_server + "text-html/", "tok") as client:
-        with pytest.raises(LoopwardenError) as caught:
-            client.create_task("goal")
+    client = Client(failing_server + "text-html/", "tok")
+    with client, pytest.raises(LoopwardenError) as caught:
+        client.create_task("goal")
     assert str(caught.value) == "500 HTTP_500: ZeroDivisionError"

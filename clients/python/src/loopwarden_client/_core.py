@@ -20,7 +20,7 @@ import httpx
 
 from loopwarden_client._version import VERSION
 from loopwarden_client.errors import LoopwardenError, TaskStopped
-from loopwarden_client.types import JSON, STOP, drop_none
+from loopwarden_client.types import JSON, STOP, check_evidence, drop_none
 
 # Called with (endpoint name, request body, response body) for every answer carrying a decision.
 DecisionHook = Callable[[str, JSON, JSON], None]
@@ -311,7 +311,9 @@ class Api(Generic[D, L, A]):
     def finish(
         self, task_id: str, *, evidence: Mapping[str, Any] | None = None, answer: str | None = None
     ) -> D:
-        """Declare the task done; COMPLETED only with `evidence.done`. Returns the task."""
+        """Declare the task done; COMPLETED only with `evidence.done`. Returns the task.
+        Malformed evidence raises `InvalidEvidence` (naming the field); nothing is sent."""
+        check_evidence(evidence)
         body = drop_none(evidence=dict(evidence) if evidence else None, answer=answer)
         path = api_path("tasks", task_id, "finish")
         return self._send(Request("finish", "POST", path, body, task_id=task_id))
