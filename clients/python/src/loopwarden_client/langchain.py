@@ -67,6 +67,15 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
     ) -> None:
         super().__init__()
         self.guard = Guard(session, **options)
+        self._tools_checked = False
+
+    # -- the run's end
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        self.guard.run(self.guard.finish(_final_answer(state)))
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> None:
+        await self.guard.arun(self.guard.finish(_final_answer(state)))
 
     # -- model calls
 
@@ -81,6 +90,9 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
         return self._answered(await self.guard.arun(self._turn(request, handler)))
 
     def _turn(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]):
+        if not self._tools_checked:  # the middleware first sees the agent's tools here
+            self.guard.check_tools(_tool_name(tool) for tool in request.tools)
+            self._tools_checked = True
         return self.guard.model_turn(_model_name(request), partial(handler, request), self._usage)
 
     def _answered(self, response: Any) -> Any:
@@ -188,6 +200,18 @@ def _refused(request: Any) -> ToolMessage | None:
         invalid = InvalidArguments("its arguments from the tool's schema", error)
         return _answer(request, ToolOutcome(invalid.tool_message(call["name"]), INVALID))
     return None
+
+
+def _tool_name(tool: Any) -> str:
+    """A tool as the model sees it: a `BaseTool`'s name, or a provider tool's dict."""
+    return str(tool.get("name", "")) if isinstance(tool, dict) else str(tool.name)
+
+
+def _final_answer(state: Any) -> str | None:
+    """The text of the run's last AI message: the answer the task is finished with."""
+    messages = state.get("messages", []) if isinstance(state, Mapping) else []
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    return (last.text or None) if last is not None else None
 
 
 def _model_name(request: ModelRequest) -> str | None:
