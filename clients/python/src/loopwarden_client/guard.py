@@ -45,6 +45,7 @@ from loopwarden_client.types import (
     INVALID,
     JSON,
     READ,
+    RETRYABLE,
     SUCCESS,
     WRITE,
     ToolOutcome,
@@ -147,6 +148,16 @@ def tool_specs(tools: Mapping[str, ToolSpec | str] | None) -> dict[str, ToolSpec
             raise TypeError(f"tool {name!r}: expected read(), write(key=...) or 'read'")
         specs[name] = spec
     return specs
+
+
+def handed_back(message: str) -> ToolReport:
+    """A read's error that the framework hands back to the model as it intends (pydantic-ai's
+    `ModelRetry`, a LangChain tool error the user asked it to handle): the call is no
+    failure of the task, but it ran and counts. Reported RETRYABLE, which draws on the retry
+    budget as well as the execution and stagnation counts; the wait is the least the server
+    takes, since the retry is the model's next turn. A write's is NO_RESULT instead: its
+    tool ran and raised, and nothing says whether it acted first."""
+    return ToolReport(kind=RETRYABLE, code="HANDED_BACK", error=message[:2000], wait_ms=1)
 
 
 def data_hash(data: Any) -> str:
