@@ -15,7 +15,7 @@ from langchain.agents.middleware import ToolRetryMiddleware  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
+from langchain_core.tools import StructuredTool, ToolException, tool  # noqa: E402
 from loopwarden_client import Client, TaskStopped  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.langchain import LoopwardenMiddleware  # noqa: E402
@@ -447,3 +447,46 @@ def test_a_renamed_tool_is_declared_by_the_name_the_model_sees(lw, operator, ses
         create_agent(ScriptedModel(script=["hi"]), [pay], middleware=[guarded]).invoke(
             {"messages": [{"role": "user", "content": "hi"}]}
         )
+
+
+# -- the framework's own "try again" (issue 37)
+
+
+def test_a_tool_error_the_framework_handles_goes_back_to_the_model_and_counts(lw, session):
+    s, asked = session(), []
+
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        asked.append(order)
+        if not order.startswith("A-"):
+            raise ToolException("order numbers look like A-123")
+        return f"order {order}: shipped"
+
+    handled = StructuredTool.from_function(lookup, handle_tool_error=True)
+    script = [[("lookup", {"order": "123"})], [("lookup", {"order": "A-123"})], "It shipped."]
+    agent = create_agent(ScriptedModel(script=script), [handled],
+                         middleware=[LoopwardenMiddleware(s)])  # fmt: skip
+    result = agent.invoke({"messages": [{"role": "user", "content": "where is order 123?"}]})
+    assert result["messages"][-1].content == "It shipped." and asked == ["123", "A-123"]
+    error = result["messages"][2]
+    assert error.status == "error" and error.content == "order numbers look like A-123"
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+    assert (task["usage"]["tool_executions"], task["usage"]["retries"]) == (2, 1)
+
+
+def test_a_handled_error_of_a_write_leaves_its_operation_unknown(lw, operator, session, unique):
+    s = session()
+
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        raise ToolException("the provider refused the amount")
+
+    handled = StructuredTool.from_function(pay, handle_tool_error=True)
+    call = ("pay", {"invoice": f"INV-{unique}", "amount": "12"})
+    agent = create_agent(ScriptedModel(script=[[call], "paid"]), [handled],
+                         middleware=[LoopwardenMiddleware(s, tools=PAY)])  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
