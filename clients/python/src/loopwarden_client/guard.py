@@ -8,12 +8,15 @@ framework's hooks into the three questions of DESIGN.md section 4, asked through
 - after it, `usage(...)` with the framework's own token counts (nothing when the provider
   gave none: the reservation is then charged);
 - around each tool call, `tool(...)`: EXECUTE runs the tool and reports its result (an
-  exception, or a framework's error message, is NO_RESULT); REUSE and BLOCK answer with the
-  stored result or the nudge and never run it; WAIT is slept out; STOP raises TaskStopped.
+  exception is NO_RESULT; an error the framework hands back to the model, `handed_back`, is
+  a read's RETRYABLE and a write's NO_RESULT); REUSE and BLOCK answer with the stored result
+  or the nudge and never run it; WAIT is slept out; STOP raises TaskStopped.
 
 Tools are declared once, at setup: `read()` (the default for undeclared tools) or
 `write(key=...)`, where `key` derives the operation key from the call's arguments. A write
-without a key is refused when it is declared, never at run time.
+without a key is refused when it is declared, never at run time; a declaration naming a tool
+the agent does not have (by the name the model sees) is refused by `check_tools`, at setup or
+at the first model call.
 
 The end: when the framework's run ends with the agent's final answer, the adapter finishes
 the task (`Guard.finish`) with the verifier's latest evidence, if it gave any: COMPLETED when

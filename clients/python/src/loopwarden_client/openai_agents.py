@@ -28,6 +28,10 @@ the run config given to `guard_run_config`, or the SDK's default provider. A `Ru
 replaces the agents' models with its own `model` when it has one, out of the clones' reach:
 run with `guard_run_config(run_config, agent)`. A run whose model call did not pass the gate
 (an unguarded `RunConfig.model`) is ended after that call with `UnguardedModelCall`.
+
+When the run ends with an agent's final output, the clone's `on_end` hook finishes the task
+(`Guard.finish`), unless `keep_open=True`; a guarded agent run as another's tool
+(`as_tool`) hands its output back to that agent instead, whose own end finishes the task.
 Needs the `openai-agents` extra.
 """
 

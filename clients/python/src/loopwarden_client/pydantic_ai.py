@@ -18,8 +18,18 @@ first in `capabilities` so that no other capability's retry wraps it.
 An output function (`output_type=fn`, `ToolOutput(fn)`, `TextOutput(fn)`) runs the model's
 arguments as a tool does, so its final call is asked for as a tool named after the function
 (declare a write in `tools` like any other): REUSE answers the stored result as the output,
-BLOCK and an exhausted WAIT go back to the model as a retry prompt. Needs the `pydantic-ai`
-extra.
+BLOCK and an exhausted WAIT go back to the model as a retry prompt.
+
+`ModelRetry` raised by a read tool (or an output function) is pydantic-ai's way to ask the
+model for better arguments: it is reported RETRYABLE (it counts against the retry budget) and
+goes back to the model as pydantic-ai intends. Raised by a write, it is NO_RESULT: the tool
+ran, nothing says it had not acted yet, so its operation is UNKNOWN and a human reconciles
+it; check a write's arguments in its schema (validated before the tool runs) instead.
+
+When the run ends with its output, `after_run` finishes the task (`Guard.finish`), unless
+`keep_open=True`. The declared tools are checked at the first model request against the
+agent's tools (by the names the model sees) and output functions (by their names). Needs the
+`pydantic-ai` extra.
 """
 
 from __future__ import annotations
