@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from loopwarden_client.types import evidence_problem
+from loopwarden_client.evidence import evidence_problem
 
 from agents.guard.fingerprint import canonical_json
 from agents.guard.novelty import result_hash

@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeGuard
 
-from loopwarden_client.types import evidence_problem
+from loopwarden_client.evidence import evidence_problem
 
 from agents.guard.terms import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
 

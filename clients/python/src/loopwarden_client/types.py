@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from loopwarden_client.errors import InvalidEvidence
+from loopwarden_client.evidence import evidence_problem
 
 JSON = dict[str, Any]
 
@@ -61,39 +62,6 @@ def _fallback(value: Any) -> Any:
             except Exception:  # noqa: BLE001 - a best effort at a JSON form
                 break
     return repr(value)
-
-
-REVISION_MAX = 2**63 - 1  # the server stores a revision in a 64-bit column
-
-
-def evidence_problem(evidence: Any, current_revision: int = 0) -> str | None:
-    """What is wrong with a verifier's evidence, naming the field; None when it is well formed.
-
-    `{"revision": int, "done": bool, "committed"?: bool, "milestone"?: str}`, the revision not
-    below `current_revision` (the server's is the task's; the client knows only 0). The one
-    rule: the server's guard judges a result's evidence by it as well.
-    """
-    if not isinstance(evidence, Mapping):
-        return f"evidence must be an object, not {type(evidence).__name__}"
-    revision, done = evidence.get("revision"), evidence.get("done")
-    if "revision" not in evidence:
-        return "evidence['revision'] is missing: an int, the verified revision"
-    if not isinstance(revision, int) or isinstance(revision, bool):
-        return f"evidence['revision'] must be an int, not {revision!r}"
-    if not current_revision <= revision <= REVISION_MAX:
-        low = revision < current_revision
-        bound = f"at least {current_revision}, the task's" if low else f"at most {REVISION_MAX}"
-        return f"evidence['revision'] must be {bound}, not {revision}"
-    if "done" not in evidence:
-        return "evidence['done'] is missing: a bool, whether the goal is met"
-    if not isinstance(done, bool):
-        return f"evidence['done'] must be a bool, not {done!r}"
-    committed, milestone = evidence.get("committed"), evidence.get("milestone")
-    if committed is not None and not isinstance(committed, bool):
-        return f"evidence['committed'] must be a bool, not {committed!r}"
-    if milestone is not None and not isinstance(milestone, str):
-        return f"evidence['milestone'] must be a str, not {milestone!r}"
-    return None
 
 
 def check_evidence(evidence: Mapping[str, Any] | None) -> None:
