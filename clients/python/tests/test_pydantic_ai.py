@@ -365,3 +365,21 @@ def test_a_model_retry_from_a_write_leaves_its_operation_unknown(lw, operator, s
         agent.run_sync("pay it")
     assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
     assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_a_declared_tool_its_prepare_hides_from_the_first_request_is_not_refused(lw, session):
+    from pydantic_ai import Tool
+
+    s = session()
+
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        return f"paid {invoice}"
+
+    async def later(ctx: Any, tool_def: Any) -> Any:
+        return tool_def if ctx.run_step > 1 else None
+
+    guard = LoopwardenCapability(s, tools={"pay_invoice": write(key="pay-{invoice}")})
+    hidden = Tool(pay, name="pay_invoice", prepare=later)
+    agent = Agent(FunctionModel(Script(["nothing to pay"])), tools=[hidden], capabilities=[guard])
+    assert agent.run_sync("pay it").output == "nothing to pay"

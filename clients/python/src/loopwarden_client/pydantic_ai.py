@@ -73,8 +73,14 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
 
     async def prepare_tools(self, ctx: Any, tool_defs: list[Any]) -> list[Any]:
         if not self._tools_checked:  # the capability first sees the agent's tools here
-            outputs = _output_functions(getattr(ctx.agent, "output_type", None))
-            self.guard.check_tools([tool_def.name for tool_def in tool_defs] + outputs)
+            agent = ctx.agent
+            # This step's tools, the agent's function tools (one its `prepare` hides from
+            # this step still counts) and its output functions.
+            names = [tool_def.name for tool_def in tool_defs]
+            names += [name for toolset in getattr(agent, "toolsets", ())
+                      for name in (getattr(toolset, "tools", None) or {})]  # fmt: skip
+            names += _output_functions(getattr(agent, "output_type", None))
+            self.guard.check_tools(names)
             self._tools_checked = True
         return tool_defs
 
