@@ -410,3 +410,17 @@ def test_a_renamed_tool_is_declared_by_the_name_the_model_sees(lw, operator, ses
     run(guard_agent(agent, s, tools={"pay_invoice": write(key="pay-{invoice}")}))
     assert ran == ["pay"] and tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
     assert operation_state(operator, f"pay-INV-{unique}") == "COMMITTED"
+
+
+def test_a_streamed_run_that_ends_with_its_answer_finishes_the_task(lw, session):
+    s = session()
+    _, agent = guarded([[SEARCH], "found"], Tools(), s)
+
+    async def main() -> Any:
+        result = Runner.run_streamed(agent, "go", max_turns=40)
+        async for _ in result.stream_events():
+            pass
+        return result.final_output
+
+    assert asyncio.run(main()) == "found"
+    assert lw.get_task(s.task_id)["reason"] == "goal_unverified"
