@@ -3,7 +3,9 @@
 The scripted model loops: it asks for the same search again and again (the search runs twice,
 then Loopwarden stops the task as a loop, GUARD_LOOP_DETECTED), then, in a second task, pays
 an invoice whose response is lost (NO_RESULT: the payment may have happened, so the task
-waits for a human: NEEDS_HUMAN). Not an example itself: each `guard_*.py` beside it imports
+waits for a human: NEEDS_HUMAN). In a third task it searches once and answers: the run ends
+well, and the adapter finishes the task (PARTIAL/goal_unverified: no verifier confirmed the
+goal; COMPLETED when one does). Not an example itself: each `guard_*.py` beside it imports
 it and adds its framework's agent. Against a running `./dev run`:
 
     export LOOPWARDEN_TOKEN=$(python manage.py create_agent example-bot \
@@ -26,14 +28,19 @@ TOKEN = os.environ["LOOPWARDEN_TOKEN"]
 INVOICE = f"INV-{uuid.uuid4().hex[:6]}"
 TOOLS = {"pay": write(key="pay-{invoice}")}  # how each payment's operation key is derived
 
-# (goal, the tool call the model keeps asking for, its arguments)
+# (goal, the tool call the model asks for, its arguments, the answer it gives after the first
+# result: None for a model that keeps asking for the same call)
 TASKS = [
-    ("Find the refund policy", "search", {"query": "refund policy"}),
-    (f"Pay invoice {INVOICE}", "pay", {"invoice": INVOICE, "amount": "1250.00"}),
-]
+    ("Find the refund policy", "search", {"query": "refund policy"}, None),
+    (f"Pay invoice {INVOICE}", "pay", {"invoice": INVOICE, "amount": "1250.00"}, None),
+    ("Tell a customer how long refunds take", "search", {"query": "refund policy"},
+     "Refunds take 5 days."),
+]  # fmt: skip
 
-# build(session, tool, args) -> (what holds the stop report as `report`, run(goal))
-Build = Callable[[TaskSession, str, dict[str, Any]], tuple[Any, Callable[[str], object]]]
+# build(session, tool, args, answer) -> (what holds the task's report as `report`, run(goal))
+Build = Callable[
+    [TaskSession, str, dict[str, Any], str | None], tuple[Any, Callable[[str], object]]
+]
 
 
 def search(query: str) -> str:
@@ -49,19 +56,23 @@ def pay(invoice: str, amount: str) -> str:
 
 
 def main(build: Build) -> None:
-    """Play both tasks with the framework's guarded agent, then show how each was stopped."""
+    """Play the tasks with the framework's guarded agent, then show how each ended."""
     with Client(URL, TOKEN) as lw:
-        for goal, tool, args in TASKS:
+        for goal, tool, args, answer in TASKS:
             task = lw.create_task(goal)
             print(f"task {task['id']}: {goal}")
-            guard, run = build(lw.session(task["id"]), tool, args)
+            guard, run = build(lw.session(task["id"]), tool, args, answer)
             try:
                 run(goal)
             except TaskStopped:  # a tool STOP ends the run with this error
                 print("  TaskStopped raised by the tool call")
-            # A model STOP ends the run cleanly instead; either way the guard holds the report.
+            # A model STOP ends the run cleanly instead, and a final answer finishes the task;
+            # either way the guard holds the task's report.
             report = guard.report
-            print(f"  stopped: {report['state']}/{report['reason']} ({report['code']})")
+            if report["reason"] in ("goal_met", "goal_unverified"):
+                print(f"  answered, and finished: {report['state']}/{report['reason']}")
+            else:
+                print(f"  stopped: {report['state']}/{report['reason']} ({report['code']})")
             if report.get("resume_condition"):
                 print(f"  {report['resume_condition']}")
             console = URL.split("/api/")[0]

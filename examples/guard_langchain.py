@@ -24,29 +24,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _demo  # noqa: E402
 
 
-class LoopingModel(BaseChatModel):
-    """Always asks for the same tool call: the loop Loopwarden exists to stop."""
+class ScriptedModel(BaseChatModel):
+    """Asks for the same tool call: again and again (the loop Loopwarden exists to stop), or
+    once, then gives its answer."""
 
     call: dict[str, Any]
+    answer: str | None = None
+    asked: int = 0
 
     @property
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> LoopingModel:
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
         return self
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:  # fmt: skip
-        call = {**self.call, "id": f"call-{uuid.uuid4().hex[:8]}"}
         usage = {"input_tokens": 900, "output_tokens": 40, "total_tokens": 940}
-        message = AIMessage(content="", tool_calls=[call], usage_metadata=usage)
+        self.asked += 1
+        if self.answer is not None and self.asked > 1:
+            message = AIMessage(content=self.answer, usage_metadata=usage)
+        else:
+            call = {**self.call, "id": f"call-{uuid.uuid4().hex[:8]}"}
+            message = AIMessage(content="", tool_calls=[call], usage_metadata=usage)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
-def build(session: TaskSession, name: str, args: dict[str, Any]):
+def build(session: TaskSession, name: str, args: dict[str, Any], answer: str | None):
     guard = LoopwardenMiddleware(session, tools=_demo.TOOLS)
-    model = LoopingModel(call={"name": name, "args": args})
+    model = ScriptedModel(call={"name": name, "args": args}, answer=answer)
     agent = create_agent(model, [tool(_demo.search), tool(_demo.pay)], middleware=[guard])
     return guard, lambda goal: agent.invoke({"messages": [{"role": "user", "content": goal}]})
 

@@ -15,7 +15,11 @@ from typing import Any
 
 from loopwarden_client import TaskSession
 from loopwarden_client.openai_agents import guard_agent
-from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 from agents import (
     Agent,
@@ -34,20 +38,28 @@ import _demo  # noqa: E402
 set_tracing_disabled(True)  # nothing leaves this machine
 
 
-class LoopingModel(Model):
-    """Always asks for the same tool call: the loop Loopwarden exists to stop."""
+class ScriptedModel(Model):
+    """Asks for the same tool call: again and again (the loop Loopwarden exists to stop), or
+    once, then gives its answer."""
 
-    def __init__(self, name: str, args: dict[str, Any]) -> None:
-        self.name, self.args = name, args
+    def __init__(self, name: str, args: dict[str, Any], answer: str | None) -> None:
+        self.name, self.args, self.answer, self.asked = name, args, answer, 0
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        usage = Usage(requests=1, input_tokens=900, output_tokens=40, total_tokens=940)
+        self.asked += 1
+        if self.answer is not None and self.asked > 1:
+            text = ResponseOutputText(text=self.answer, type="output_text", annotations=[])
+            message = ResponseOutputMessage(id=f"msg_{uuid.uuid4().hex[:8]}", content=[text],
+                                            role="assistant", status="completed",
+                                            type="message")  # fmt: skip
+            return ModelResponse(output=[message], usage=usage, response_id=None)
         call = ResponseFunctionToolCall(
             call_id=f"call_{uuid.uuid4().hex[:8]}",
             name=self.name,
             arguments=json.dumps(self.args),
             type="function_call",
         )
-        usage = Usage(requests=1, input_tokens=900, output_tokens=40, total_tokens=940)
         return ModelResponse(output=[call], usage=usage, response_id=None)
 
     async def stream_response(self, *args: Any, **kwargs: Any):
@@ -55,9 +67,9 @@ class LoopingModel(Model):
         yield
 
 
-def build(session: TaskSession, name: str, args: dict[str, Any]):
+def build(session: TaskSession, name: str, args: dict[str, Any], answer: str | None):
     tools = [function_tool(_demo.search), function_tool(_demo.pay)]
-    agent = Agent(name="clerk", model=LoopingModel(name, args), tools=tools)
+    agent = Agent(name="clerk", model=ScriptedModel(name, args, answer), tools=tools)
     agent = guard_agent(agent, session, tools=_demo.TOOLS)
     return agent.loopwarden, lambda goal: asyncio.run(Runner.run(agent, goal, max_turns=20))
 

@@ -14,7 +14,7 @@ from typing import Any
 from loopwarden_client import TaskSession
 from loopwarden_client.pydantic_ai import LoopwardenCapability
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
@@ -23,19 +23,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _demo  # noqa: E402
 
 
-def looping_model(tool: str, args: dict[str, Any]) -> FunctionModel:
-    """Always asks for the same tool call: the loop Loopwarden exists to stop."""
+def scripted_model(tool: str, args: dict[str, Any], answer: str | None) -> FunctionModel:
+    """Asks for the same tool call: again and again (the loop Loopwarden exists to stop), or
+    once, then gives its answer."""
+    asked: list[int] = []
 
-    def answer(messages: list[Any], info: AgentInfo) -> ModelResponse:
+    def respond(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        usage = RequestUsage(input_tokens=900, output_tokens=40)
+        asked.append(1)
+        if answer is not None and len(asked) > 1:
+            return ModelResponse(parts=[TextPart(content=answer)], usage=usage)
         call = ToolCallPart(tool_name=tool, args=args, tool_call_id=uuid.uuid4().hex[:8])
-        return ModelResponse(parts=[call], usage=RequestUsage(input_tokens=900, output_tokens=40))
+        return ModelResponse(parts=[call], usage=usage)
 
-    return FunctionModel(answer)
+    return FunctionModel(respond)
 
 
-def build(session: TaskSession, tool: str, args: dict[str, Any]):
+def build(session: TaskSession, tool: str, args: dict[str, Any], answer: str | None):
     guard = LoopwardenCapability(session, tools=_demo.TOOLS)
-    agent = Agent(looping_model(tool, args), tools=[_demo.search, _demo.pay], capabilities=[guard])
+    model = scripted_model(tool, args, answer)
+    agent = Agent(model, tools=[_demo.search, _demo.pay], capabilities=[guard])
     return guard, agent.run_sync
 
 

@@ -113,7 +113,7 @@ def resume_condition(task: TaskState, operations: list[dict[str, Any]]) -> str:
             noun = "operation" if len(in_flight) == 1 else "operations"
             verb = "Wait for or reconcile" if not parts else "wait for or reconcile"
             parts.append(f"{verb} in-flight {noun} {', '.join(in_flight)}")
-        return f"{' and '.join(parts)}, then an operator may resume."
+        return f"{_refused_evidence(task)}{' and '.join(parts)}, then an operator may resume."
     reason = task.reason or ""
     if reason == "unknown_commit":
         # Asked again after the stop (the console's "Next step"): every write is settled now.
@@ -123,8 +123,18 @@ def resume_condition(task: TaskState, operations: list[dict[str, Any]]) -> str:
             f"An operator may resume with a {BUDGET_GRANTS[reason]} grant "
             f"({reason.replace('_', ' ')} reached)."
         )
+    if refused := _refused_evidence(task):
+        return f"{refused}Then an operator may resume."
     prefix = FIX_FIRST.get(reason, "When the cause is addressed,")
     return f"{prefix} an operator may resume."
+
+
+def _refused_evidence(task: TaskState) -> str:
+    """The field of the evidence that stopped the task on this call, as the report's first
+    words (the result's answer says exactly what to fix); empty otherwise."""
+    if task.reason != "invalid_evidence" or not task.stop_detail:
+        return ""
+    return f"Fix the verifier: {task.stop_detail}. "
 
 
 def _iso_z(moment: datetime) -> str:

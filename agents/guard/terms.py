@@ -229,6 +229,9 @@ class TaskState:
     seen_hashes: list[str] = field(default_factory=list)
     milestones: list[str] = field(default_factory=list)
     report: dict[str, Any] | None = None
+    # Not stored: what exactly was wrong with the input that stopped the task on this call
+    # (the field of malformed evidence); the report built on the same call quotes it.
+    stop_detail: str | None = None
 
     @property
     def terminal(self) -> bool:

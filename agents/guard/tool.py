@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from loopwarden_client.evidence import evidence_problem
+
 from agents.guard.fingerprint import canonical_json
 from agents.guard.novelty import result_hash
 from agents.guard.similarity import EMBEDDING, Similarity, VectorSimilarity, lexical_score
@@ -402,6 +404,7 @@ def report_result(
     # 2. Evidence must be well formed before anything trusts it.
     evidence, valid = parse_evidence(result.evidence, task.revision)
     if not valid:
+        task.stop_detail = evidence_problem(result.evidence, task.revision)
         if is_write:
             return halt(task, NEEDS_HUMAN, "invalid_evidence", fingerprint=fp, **ledger)
         return halt(task, FAILED, "invalid_evidence", fingerprint=fp)

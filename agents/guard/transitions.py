@@ -13,10 +13,9 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeGuard
 
-from agents.guard.terms import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
+from loopwarden_client.evidence import evidence_problem
 
-# A revision is stored in a 64-bit column; a larger one cannot be a real verifier's.
-REVISION_MAX = 9_223_372_036_854_775_807
+from agents.guard.terms import PARTIAL, STOP, STOPPED, AgentView, Outcome, TaskState
 
 
 def halt(task: TaskState, state: str, reason: str, **extra: Any) -> Outcome:
@@ -88,22 +87,16 @@ def parse_evidence(raw: Any, current_revision: int) -> tuple[Evidence | None, bo
     """
     if raw is None:
         return None, True
-    if not isinstance(raw, dict):
-        return None, False
-    revision = raw.get("revision")
-    done = raw.get("done")
-    if not is_int(revision) or not current_revision <= revision <= REVISION_MAX:
-        return None, False
-    if not isinstance(done, bool):
-        return None, False
+    # The client refuses the same shapes where evidence is written (one rule, its words).
     # Optional fields sent as JSON null read as absent: "the verifier does not say".
-    committed = raw.get("committed")
-    if committed is not None and not isinstance(committed, bool):
+    if not isinstance(raw, dict) or evidence_problem(raw, current_revision) is not None:
         return None, False
-    milestone = raw.get("milestone")
-    if milestone is not None and not isinstance(milestone, str):
-        return None, False
-    return Evidence(revision=revision, done=done, committed=committed, milestone=milestone), True
+    return Evidence(
+        revision=raw["revision"],
+        done=raw["done"],
+        committed=raw.get("committed"),
+        milestone=raw.get("milestone"),
+    ), True
 
 
 def note_milestone(task: TaskState, evidence: Evidence | None) -> None:

@@ -106,6 +106,39 @@ def test_it_fails_a_read_with_invalid_evidence(agent_api, bad):
     assert_stop_is_sticky(agent_api, task["id"])
 
 
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ({"revision": 0}, "evidence['done'] is missing"),
+        ({"revision": "1", "done": False}, "evidence['revision'] must be an int, not '1'"),
+        ({"revision": 1, "done": False, "committed": "yes"}, "evidence['committed'] must be"),
+    ],
+)
+def test_its_answer_to_invalid_evidence_names_the_field(agent_api, bad, named):
+    task = new_task(agent_api)
+
+    answer = run_read(agent_api, task["id"], "SUCCESS", evidence=bad)
+
+    stop_report = assert_stopped(answer, "FAILED", "invalid_evidence", "GUARD_BAD_INPUT")
+    assert stop_report["resume_condition"].startswith(f"Fix the verifier: {named}")
+    assert get_task(agent_api, task["id"])["report"] == stop_report
+
+
+def test_its_answer_to_a_write_with_invalid_evidence_names_the_field_and_the_operation(
+    agent_api,
+):
+    task = new_task(agent_api)
+
+    answer = run_write(agent_api, task["id"], "SUCCESS", evidence={"revision": 0, "done": False,
+                                                                    "milestone": 3})  # fmt: skip
+
+    stop_report = assert_stopped(answer, "NEEDS_HUMAN", "invalid_evidence", "GUARD_BAD_INPUT")
+    assert stop_report["resume_condition"] == (
+        "Fix the verifier: evidence['milestone'] must be a str, not 3. "
+        f"Reconcile operation {KEY}, then an operator may resume."
+    )
+
+
 def test_it_fails_a_read_whose_evidence_revision_cannot_be_stored(agent_api):
     task = new_task(agent_api)
 

@@ -9,9 +9,12 @@ module or inside a function: an import moved into a function to dodge a cycle is
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agents", "ledger", "console", "loopwarden", "devtools")
@@ -141,9 +144,10 @@ def imported_modules(path: Path) -> list[str]:
     return names
 
 
-# The novelty rule (volatile keys, result hash) has one home, the client distribution's pure
-# module, because clients that send only a data hash need it and must never import the server.
-SHARED_RULES = "loopwarden_client.novelty"
+# The novelty rule (volatile keys, result hash) and the shape of evidence each have one home,
+# the client distribution's pure modules, because clients need them (to send a data hash, to
+# refuse malformed evidence before sending it) and must never import the server.
+SHARED_RULES = {"loopwarden_client.novelty", "loopwarden_client.evidence"}
 
 
 def test_the_guard_core_imports_only_the_standard_library_itself_and_the_shared_rule():
@@ -153,18 +157,19 @@ def test_the_guard_core_imports_only_the_standard_library_itself_and_the_shared_
             continue
         for module in imported_modules(path):
             head = module.partition(".")[0]
-            if module == SHARED_RULES or head in stdlib:
+            if module in SHARED_RULES or head in stdlib:
                 continue
             assert module.startswith("agents.guard"), f"{name} imports {module}"
 
 
-def test_the_shared_rule_module_imports_only_the_standard_library():
-    import loopwarden_client.novelty as shared
+@pytest.mark.parametrize("shared_rule", sorted(SHARED_RULES))
+def test_the_shared_rule_modules_import_only_the_standard_library(shared_rule):
+    shared = importlib.import_module(shared_rule)
 
     stdlib = sys.stdlib_module_names | {"__future__"}
-    modules = imported_modules(Path(shared.__file__))
+    modules = imported_modules(Path(str(shared.__file__)))
     outside = [m for m in modules if m.partition(".")[0] not in stdlib]
-    assert not outside, f"{SHARED_RULES} imports {outside}"
+    assert not outside, f"{shared_rule} imports {outside}"
 
 
 def test_the_import_contracts_hold():

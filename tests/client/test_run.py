@@ -102,3 +102,11 @@ def test_a_plan_that_finishes_with_evidence_completes_the_task(lw):
                                           answer="42"),
                lambda name, args: None)  # fmt: skip
     assert (task["state"], task["reason"]) == (terms.COMPLETED, "goal_met")
+
+
+def test_a_plan_that_stops_asking_for_tools_finishes_the_task_with_its_answer(lw):
+    """The agent's final answer ends the loop: finished, not asked again until a budget trips."""
+    task_id = lw.create_task("Answer")["id"]
+    task = run(lw, task_id, lambda h: Plan(answer="Refunds take 5 days."), lambda name, args: None)
+    assert (task["state"], task["reason"]) == (terms.PARTIAL, "goal_unverified")
+    assert task["usage"]["model_calls"] == 1

@@ -15,7 +15,7 @@ from langchain.agents.middleware import ToolRetryMiddleware  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
+from langchain_core.tools import StructuredTool, ToolException, tool  # noqa: E402
 from loopwarden_client import Client, TaskStopped  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.langchain import LoopwardenMiddleware  # noqa: E402
@@ -143,7 +143,9 @@ def test_a_fifteen_step_task_with_fresh_data_runs_to_the_end(lw, session):
     assert result["messages"][-1].content == "exported 15 pages"
     assert tools.ran == ["fetch_page"] * 15
     task = lw.get_task(s.task_id)
-    assert task["state"] == "RUNNING" and task["usage"]["tool_executions"] == 15
+    assert task["usage"]["tool_executions"] == 15
+    # ended with its answer: finished, never left to wait out its deadline
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
 def test_a_retry_middleware_after_the_guard_never_retries_a_stop(lw, session):
@@ -304,7 +306,8 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
     assert "invoice" in answer.content
     assert result["messages"][-1].content == "I need the invoice number."
     assert tools.ran == [] and tool_decisions(lw, s.task_id) == []
-    assert lw.get_task(s.task_id)["state"] == "RUNNING"
+    task = lw.get_task(s.task_id)  # not stopped: finished by the final answer
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
 def test_after_an_operators_resume_the_same_agent_calls_the_model_again(lw, operator, session):
@@ -318,9 +321,9 @@ def test_after_an_operators_resume_the_same_agent_calls_the_model_again(lw, oper
     operator.resume(s.task_id, reason="budget raised", grant={"model_calls": 2})
     second = agent.invoke({"messages": [{"role": "user", "content": "go on"}]})
     assert model.calls == 4 and second["messages"][-1].content == "done"
-    assert guard.report is None
+    assert guard.report["reason"] == "goal_unverified"  # the resumed phase ended with "done"
     task = lw.get_task(s.task_id)
-    assert (task["state"], task["usage"]["model_calls"]) == ("RUNNING", 4)
+    assert (task["state"], task["usage"]["model_calls"]) == ("PARTIAL", 4)
 
 
 def test_an_all_zero_usage_is_no_usage_and_keeps_the_reservation(lw, session):
@@ -366,5 +369,124 @@ def test_arguments_the_tool_schema_refuses_are_answered_to_the_model(lw, operato
     result = agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
     assert result["messages"][-1].content == "I could not pay."
     assert result["messages"][-2].status == "error" and tools.ran == []
-    assert lw.get_task(s.task_id)["state"] == "RUNNING"
+    task = lw.get_task(s.task_id)  # not stopped: finished by the final answer
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
     assert not [op for op in operator.list_operations() if op["key"] == f"pay-INV-{unique}"]
+
+
+# -- the run's end (issue 37): a run that ended with its answer finishes the task
+
+
+def test_a_run_that_ends_with_its_answer_finishes_the_task_under_the_default_profile(live):
+    with Client(live.api, live.strict_token) as strict:
+        s = strict.session(strict.create_task("default profile")["id"])
+        guard = LoopwardenMiddleware(s, tools=PAY)
+        _, agent = agent_for([[SEARCH], "Refunds take 5 days."], Tools(), guard)
+        result = agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+        task = strict.get_task(s.task_id)
+    assert result["messages"][-1].content == "Refunds take 5 days."
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+    assert guard.report == task["report"]
+
+
+def test_the_verifiers_latest_evidence_goes_with_the_finish(lw, session):
+    s = session()
+
+    def verify(tool_name: str, args: dict, data: Any) -> dict:
+        return {"revision": args["page"], "done": False, "milestone": f"p{args['page']}"}
+
+    script = [[("fetch_page", {"page": 1})], [("fetch_page", {"page": 2})], "two pages"]
+    guard = LoopwardenMiddleware(s, evidence=verify)
+    _, agent = agent_for(script, Tools(), guard)
+    asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "export"}]}))
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"], task["revision"]) == ("PARTIAL", "goal_unverified", 2)
+    assert task["report"]["completed"] == ["p1", "p2"]
+
+
+def test_keep_open_leaves_the_task_running_for_the_next_run(lw, session):
+    s = session()
+    guard = LoopwardenMiddleware(s, keep_open=True)
+    _, agent = agent_for([[SEARCH], "found"], Tools(), guard)
+    agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+    assert lw.get_task(s.task_id)["state"] == "RUNNING" and guard.report is None
+    s.finish(answer="all runs done")
+    assert lw.get_task(s.task_id)["reason"] == "goal_unverified"
+
+
+# -- declarations (issue 37): by the name the model sees, and never of a missing tool
+
+
+def test_a_declaration_naming_a_tool_the_agent_does_not_have_is_refused(lw, session, unique):
+    tools, s = Tools(), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    misnamed = LoopwardenMiddleware(s, tools={"pay_invoice": write(key="pay-{invoice}")})
+    _, agent = agent_for([[pay], [pay], "paid"], tools, misnamed)
+    with pytest.raises(ValueError, match=r"does not have: \['pay_invoice'\]"):
+        agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert tools.ran == [] and lw.get_task(s.task_id)["usage"]["model_calls"] == 0
+
+
+def test_a_renamed_tool_is_declared_by_the_name_the_model_sees(lw, operator, session, unique):
+    s, ran = session(), []
+
+    @tool("pay_invoice")
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        ran.append("pay")
+        return f"paid {invoice}"
+
+    call = ("pay_invoice", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    guard = LoopwardenMiddleware(s, tools={"pay_invoice": write(key="pay-{invoice}")})
+    agent = create_agent(ScriptedModel(script=[[call], [call], "paid"]), [pay], middleware=[guard])
+    agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert ran == ["pay"] and tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "COMMITTED"
+    with pytest.raises(ValueError, match="does not have"):  # its Python name is not the tool's
+        guarded = LoopwardenMiddleware(session(), tools={"pay": write(key="pay-{invoice}")})
+        create_agent(ScriptedModel(script=["hi"]), [pay], middleware=[guarded]).invoke(
+            {"messages": [{"role": "user", "content": "hi"}]}
+        )
+
+
+# -- the framework's own "try again" (issue 37)
+
+
+def test_a_tool_error_the_framework_handles_goes_back_to_the_model_and_counts(lw, session):
+    s, asked = session(), []
+
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        asked.append(order)
+        if not order.startswith("A-"):
+            raise ToolException("order numbers look like A-123")
+        return f"order {order}: shipped"
+
+    handled = StructuredTool.from_function(lookup, handle_tool_error=True)
+    script = [[("lookup", {"order": "123"})], [("lookup", {"order": "A-123"})], "It shipped."]
+    agent = create_agent(ScriptedModel(script=script), [handled],
+                         middleware=[LoopwardenMiddleware(s)])  # fmt: skip
+    result = agent.invoke({"messages": [{"role": "user", "content": "where is order 123?"}]})
+    assert result["messages"][-1].content == "It shipped." and asked == ["123", "A-123"]
+    error = result["messages"][2]
+    assert error.status == "error" and error.content == "order numbers look like A-123"
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+    assert (task["usage"]["tool_executions"], task["usage"]["retries"]) == (2, 1)
+
+
+def test_a_handled_error_of_a_write_leaves_its_operation_unknown(lw, operator, session, unique):
+    s = session()
+
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        raise ToolException("the provider refused the amount")
+
+    handled = StructuredTool.from_function(pay, handle_tool_error=True)
+    call = ("pay", {"invoice": f"INV-{unique}", "amount": "12"})
+    agent = create_agent(ScriptedModel(script=[[call], "paid"]), [handled],
+                         middleware=[LoopwardenMiddleware(s, tools=PAY)])  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"

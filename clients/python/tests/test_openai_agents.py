@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("agents")
 
 import scenarios  # noqa: E402
-from loopwarden_client import TaskStopped  # noqa: E402
+from loopwarden_client import Client, TaskStopped  # noqa: E402
 from loopwarden_client import openai_agents as lw_agents  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.openai_agents import AgentTaskStopped, guard_agent  # noqa: E402
@@ -185,7 +185,9 @@ def test_a_fifteen_step_task_with_fresh_data_runs_to_the_end(lw, session):
     assert run(agent).final_output == "exported 15 pages"
     assert tools.ran == ["fetch_page"] * 15
     task = lw.get_task(s.task_id)
-    assert task["state"] == "RUNNING" and task["usage"]["tool_executions"] == 15
+    assert task["usage"]["tool_executions"] == 15
+    # ended with its answer: finished, never left to wait out its deadline
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
 def test_streamed_runs_are_guarded_too(lw, session):
@@ -334,7 +336,8 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
     [output] = [item.output for item in result.new_items if item.type == "tool_call_output_item"]
     assert "INVALID_TOOL_ARGUMENTS" in output and "invoice" in output
     assert tools.ran == [] and tool_decisions(lw, s.task_id) == []
-    assert lw.get_task(s.task_id)["state"] == "RUNNING"
+    task = lw.get_task(s.task_id)  # not stopped: finished by the final answer
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
 def test_an_agent_tool_runs_its_agent_guarded_and_an_unguarded_one_is_refused(lw, session):
@@ -353,3 +356,71 @@ def test_an_agent_tool_runs_its_agent_guarded_and_an_unguarded_one_is_refused(lw
     usage = lw.get_task(s.task_id)["usage"]
     assert (usage["model_calls"], usage["tool_requests"]) == (4, 2)  # the lead's 2, its agent's 2
     assert tool_decisions(lw, s.task_id) == ["EXECUTE", "EXECUTE"]
+
+
+# -- the run's end (issue 37): a run that ended with its answer finishes the task
+
+
+def test_a_run_that_ends_with_its_answer_finishes_the_task_under_the_default_profile(live):
+    with Client(live.api, live.strict_token) as strict:
+        s = strict.session(strict.create_task("default profile")["id"])
+        _, agent = guarded([[SEARCH], "Refunds take 5 days."], Tools(), s)
+        assert run(agent).final_output == "Refunds take 5 days."
+        task = strict.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+    assert agent.loopwarden.report == task["report"]
+
+
+def test_keep_open_leaves_the_task_running_for_the_next_run(lw, session):
+    s = session()
+    agent = Agent(name="clerk", model=ScriptedModel([[SEARCH], "found"]), tools=Tools().all)
+    guarded_agent = guard_agent(agent, s, keep_open=True)
+    run(guarded_agent)
+    assert lw.get_task(s.task_id)["state"] == "RUNNING"
+
+
+def test_an_agent_tools_answer_does_not_finish_the_task_its_callers_does(lw, session):
+    tools, s = Tools(), session()
+    researcher = Agent(name="researcher", model=ScriptedModel([[SEARCH], "found it"]),
+                       tools=tools.all)  # fmt: skip
+    lead = Agent(name="lead", model=ScriptedModel([[("research", {"input": "refunds?"})],
+                                                   [("fetch_page", {"page": 1})], "done"]),
+                 tools=[guard_agent(researcher, s).as_tool("research", "Research."),
+                        *tools.all])  # fmt: skip
+    assert run(guard_agent(lead, s)).final_output == "done"
+    assert tools.ran == ["search", "fetch_page"]
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+    assert task["usage"]["model_calls"] == 5  # the lead's 3, its researcher's 2
+
+
+def test_a_renamed_tool_is_declared_by_the_name_the_model_sees(lw, operator, session, unique):
+    s, ran = session(), []
+
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        ran.append("pay")
+        return f"paid {invoice}"
+
+    call = ("pay_invoice", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    tool = function_tool(pay, name_override="pay_invoice")
+    agent = Agent(name="clerk", model=ScriptedModel([[call], [call], "paid"]), tools=[tool])
+    with pytest.raises(ValueError, match=r"does not have: \['pay'\]"):
+        guard_agent(agent, s, tools={"pay": write(key="pay-{invoice}")})
+    run(guard_agent(agent, s, tools={"pay_invoice": write(key="pay-{invoice}")}))
+    assert ran == ["pay"] and tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "COMMITTED"
+
+
+def test_a_streamed_run_that_ends_with_its_answer_finishes_the_task(lw, session):
+    s = session()
+    _, agent = guarded([[SEARCH], "found"], Tools(), s)
+
+    async def main() -> Any:
+        result = Runner.run_streamed(agent, "go", max_turns=40)
+        async for _ in result.stream_events():
+            pass
+        return result.final_output
+
+    assert asyncio.run(main()) == "found"
+    assert lw.get_task(s.task_id)["reason"] == "goal_unverified"

@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from loopwarden_client import TaskStopped  # noqa: E402
+from loopwarden_client import Client, TaskStopped  # noqa: E402
 from loopwarden_client.guard import write  # noqa: E402
 from loopwarden_client.pydantic_ai import LoopwardenCapability  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai import Agent, ModelRetry  # noqa: E402
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel  # noqa: E402
 from pydantic_ai.usage import RequestUsage  # noqa: E402
@@ -124,7 +124,9 @@ def test_a_fifteen_step_task_with_fresh_data_runs_to_the_end(lw, session):
     assert agent.run_sync("export").output == "exported 15 pages"
     assert tools.ran == ["fetch_page"] * 15
     task = lw.get_task(s.task_id)
-    assert task["state"] == "RUNNING" and task["usage"]["tool_executions"] == 15
+    assert task["usage"]["tool_executions"] == 15
+    # ended with its answer: finished, never left to wait out its deadline
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
 def test_streamed_runs_are_guarded_too(lw, session):
@@ -188,7 +190,9 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
     [answer] = [part.content for message in result.all_messages() for part in message.parts
                 if getattr(part, "part_kind", "") == "tool-return"]  # fmt: skip
     assert answer["code"] == "INVALID_TOOL_ARGUMENTS" and "reason" in answer["message"]
-    assert tool_decisions(lw, s.task_id) == [] and lw.get_task(s.task_id)["state"] == "RUNNING"
+    assert tool_decisions(lw, s.task_id) == []
+    task = lw.get_task(s.task_id)  # not stopped: finished by the final answer
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
 def test_a_model_stop_of_an_agent_with_structured_output_raises_task_stopped(lw, session):
@@ -253,3 +257,129 @@ def test_the_tokens_of_a_response_a_model_fallback_rejected_are_reported(lw, ses
     result = agent.run_sync("go")
     assert result.output == "done" and result.usage.total_tokens == 5110
     assert lw.get_task(s.task_id)["usage"]["tokens"] == 5110
+
+
+# -- the run's end (issue 37): a run that ended with its answer finishes the task
+
+
+def test_a_run_that_ends_with_its_answer_finishes_the_task_under_the_default_profile(live):
+    with Client(live.api, live.strict_token) as strict:
+        s = strict.session(strict.create_task("default profile")["id"])
+        _, agent, capability = guarded([[SEARCH], "Refunds take 5 days."], Tools(), s)
+        assert agent.run_sync("refund policy?").output == "Refunds take 5 days."
+        task = strict.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+    assert capability.report == task["report"]
+
+
+def test_a_streamed_run_that_ends_with_its_answer_finishes_the_task(lw, session):
+    s = session()
+    _, agent, _ = guarded([[SEARCH], "found"], Tools(), s)
+
+    async def main() -> Any:
+        async with agent.run_stream("refund policy?") as run:
+            return await run.get_output()
+
+    assert asyncio.run(main()) == "found"
+    assert lw.get_task(s.task_id)["reason"] == "goal_unverified"
+
+
+def test_keep_open_leaves_the_task_running_for_the_next_run(lw, session):
+    s = session()
+    agent = Agent(FunctionModel(Script([[SEARCH], "found"])), tools=Tools().all,
+                  capabilities=[LoopwardenCapability(s, keep_open=True)])  # fmt: skip
+    agent.run_sync("refund policy?")
+    assert lw.get_task(s.task_id)["state"] == "RUNNING"
+
+
+# -- declarations (issue 37): by the name the model sees, and never of a missing tool
+
+
+def test_a_declaration_naming_a_tool_the_agent_does_not_have_is_refused(lw, session, unique):
+    tools, s = Tools(), session()
+    pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    misnamed = LoopwardenCapability(s, tools={"pay_invoice": write(key="pay-{invoice}")})
+    agent = Agent(FunctionModel(Script([[pay], [pay], "paid"])), tools=tools.all,
+                  capabilities=[misnamed])  # fmt: skip
+    with pytest.raises(ValueError, match=r"does not have: \['pay_invoice'\]"):
+        agent.run_sync("pay it")
+    assert tools.ran == [] and lw.get_task(s.task_id)["usage"]["model_calls"] == 0
+
+
+def test_a_renamed_tool_is_declared_by_the_name_the_model_sees(lw, operator, session, unique):
+    from pydantic_ai import Tool
+
+    s, ran = session(), []
+
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        ran.append("pay")
+        return f"paid {invoice}"
+
+    call = ("pay_invoice", {"invoice": f"INV-{unique}", "amount": "12.00"})
+    guard = LoopwardenCapability(s, tools={"pay_invoice": write(key="pay-{invoice}")})
+    agent = Agent(FunctionModel(Script([[call], [call], "paid"])),
+                  tools=[Tool(pay, name="pay_invoice")], capabilities=[guard])  # fmt: skip
+    assert agent.run_sync("pay it").output == "paid"
+    assert ran == ["pay"] and tool_decisions(lw, s.task_id) == ["EXECUTE", "REUSE"]
+    assert operation_state(operator, f"pay-INV-{unique}") == "COMMITTED"
+
+
+# -- the framework's own "try again" (issue 37)
+
+
+def test_a_model_retry_from_a_read_goes_back_to_the_model_and_counts(lw, session):
+    s, asked = session(), []
+
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        asked.append(order)
+        if not order.startswith("A-"):
+            raise ModelRetry("order numbers look like A-123")
+        return f"order {order}: shipped"
+
+    script = Script([[("lookup", {"order": "123"})], [("lookup", {"order": "A-123"})],
+                     "It shipped."])  # fmt: skip
+    agent = Agent(FunctionModel(script), tools=[lookup], capabilities=[LoopwardenCapability(s)])
+    result = agent.run_sync("where is order 123?")
+    assert result.output == "It shipped." and asked == ["123", "A-123"]
+    [retry] = [part for message in result.all_messages() for part in message.parts
+               if getattr(part, "outcome", "") == "retried"]  # fmt: skip
+    assert "order numbers look like A-123" in retry.model_response_str()
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+    assert (task["usage"]["tool_executions"], task["usage"]["retries"]) == (2, 1)
+
+
+def test_a_model_retry_from_a_write_leaves_its_operation_unknown(lw, operator, session, unique):
+    s = session()
+
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        raise ModelRetry("amount must have two decimals")
+
+    call = ("pay", {"invoice": f"INV-{unique}", "amount": "12"})
+    agent = Agent(FunctionModel(Script([[call], "paid"])), tools=[pay],
+                  capabilities=[LoopwardenCapability(s, tools=PAY)])  # fmt: skip
+    with pytest.raises(TaskStopped) as caught:
+        agent.run_sync("pay it")
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_a_declared_tool_its_prepare_hides_from_the_first_request_is_not_refused(lw, session):
+    from pydantic_ai import Tool
+
+    s = session()
+
+    def pay(invoice: str, amount: str) -> str:
+        """Pay an invoice."""
+        return f"paid {invoice}"
+
+    async def later(ctx: Any, tool_def: Any) -> Any:
+        return tool_def if ctx.run_step > 1 else None
+
+    guard = LoopwardenCapability(s, tools={"pay_invoice": write(key="pay-{invoice}")})
+    hidden = Tool(pay, name="pay_invoice", prepare=later)
+    agent = Agent(FunctionModel(Script(["nothing to pay"])), tools=[hidden], capabilities=[guard])
+    assert agent.run_sync("pay it").output == "nothing to pay"

@@ -7,13 +7,14 @@ Depends on httpx only and never imports Django. The framework adapters live in
 
 from loopwarden_client._version import VERSION as __version__
 from loopwarden_client.client import AsyncClient, AsyncTaskSession, Client, TaskSession, arun, run
-from loopwarden_client.errors import LoopwardenError, TaskStopped
+from loopwarden_client.errors import InvalidEvidence, LoopwardenError, TaskStopped
 from loopwarden_client.types import ModelCall, Plan, ToolOutcome, ToolReport
 
 __all__ = [
     "AsyncClient",
     "AsyncTaskSession",
     "Client",
+    "InvalidEvidence",
     "LoopwardenError",
     "ModelCall",
     "Plan",

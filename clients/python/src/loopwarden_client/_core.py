@@ -9,6 +9,7 @@ the flows. Nothing here is public API: import from `loopwarden_client`.
 from __future__ import annotations
 
 import email.utils
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ import httpx
 
 from loopwarden_client._version import VERSION
 from loopwarden_client.errors import LoopwardenError, TaskStopped
-from loopwarden_client.types import JSON, STOP, drop_none
+from loopwarden_client.types import JSON, STOP, check_evidence, drop_none
 
 # Called with (endpoint name, request body, response body) for every answer carrying a decision.
 DecisionHook = Callable[[str, JSON, JSON], None]
@@ -80,8 +81,18 @@ def error_from_response(response: httpx.Response) -> LoopwardenError:
         )
     if isinstance(body, dict) and "detail" in body:  # a framework default, not our envelope
         return LoopwardenError(status, f"HTTP_{status}", str(body["detail"]))
-    text = response.text.strip()[:200] or response.reason_phrase
-    return LoopwardenError(status, f"HTTP_{status}", text)
+    return LoopwardenError(status, f"HTTP_{status}", first_line(response))
+
+
+def first_line(response: httpx.Response) -> str:
+    """One line for an answer without the envelope: a framework's error page (a traceback, an
+    HTML page) is the server's to read, not the agent's. An HTML page by its title."""
+    text = response.text
+    if "html" in response.headers.get("content-type", ""):
+        title = re.search(r"<title[^>]*>([^<]*)</title>", text, re.IGNORECASE)
+        text = title.group(1) if title else text
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line[:200] or response.reason_phrase
 
 
 def unwrap_items(body: Any, key: str, status: int) -> list[JSON]:
@@ -300,7 +311,9 @@ class Api(Generic[D, L, A]):
     def finish(
         self, task_id: str, *, evidence: Mapping[str, Any] | None = None, answer: str | None = None
     ) -> D:
-        """Declare the task done; COMPLETED only with `evidence.done`. Returns the task."""
+        """Declare the task done; COMPLETED only with `evidence.done`. Returns the task.
+        Malformed evidence raises `InvalidEvidence` (naming the field); nothing is sent."""
+        check_evidence(evidence)
         body = drop_none(evidence=dict(evidence) if evidence else None, answer=answer)
         path = api_path("tasks", task_id, "finish")
         return self._send(Request("finish", "POST", path, body, task_id=task_id))

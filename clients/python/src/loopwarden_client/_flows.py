@@ -451,7 +451,7 @@ def run_flow(
                     "answer": step.answer,
                 }
             )
-            if step.done:
+            if step.done or not step.tool_calls:  # no tool asked for: the final answer
                 return (yield REQUESTS.finish(task_id, evidence=step.evidence, answer=step.answer))
             for call in step.tool_calls:
                 name, args = call["name"], dict(call.get("args") or {})

@@ -404,8 +404,10 @@ def run(
     """Drive a whole agent loop under the guard and return the final task JSON.
 
     Each round: gate the model call; `plan(history)` returns a `Plan`; report its usage and tool
-    calls; if `done`, finish with its evidence; else run each tool call (`execute(name, args)`,
-    evidence from `inspect(name, args, data)`) and append the tool messages to `history`
+    calls; if `done`, or it asks for no tool call (the agent's final answer), finish with its
+    evidence (COMPLETED only with `evidence.done`, else PARTIAL/goal_unverified); else run
+    each tool call (`execute(name, args)`, evidence from `inspect(name, args, data)`) and
+    append the tool messages to `history`
     (`{"role": "assistant", ...}` then `{"role": "tool", "name", "args", "content"}` items).
     However the loop ends, completed or stopped by the guard, the task is returned (never
     raised): its `state` and `report` say how. After `max_rounds` the task is stopped

@@ -1,4 +1,5 @@
-"""The client's two errors: the API refused a request, or the guard stopped the task."""
+"""The client's errors: the API refused a request, the guard stopped the task, or the
+application wrote evidence the guard would refuse."""
 
 from __future__ import annotations
 
@@ -47,3 +48,9 @@ class TaskStopped(Exception):
 
 def _rebuild_stop(cls: type[TaskStopped], report: dict[str, Any], task_id: str | None):
     return cls(report, task_id=task_id)
+
+
+class InvalidEvidence(ValueError):
+    """Evidence that is not `{"revision": int, "done": bool, "committed"?: bool, "milestone"?:
+    str}`, refused where it is written (a `ToolReport`, a `Plan`, `finish`), before anything is
+    sent; the message names the field. Sent, it would stop the task with invalid_evidence."""

@@ -8,12 +8,21 @@ framework's hooks into the three questions of DESIGN.md section 4, asked through
 - after it, `usage(...)` with the framework's own token counts (nothing when the provider
   gave none: the reservation is then charged);
 - around each tool call, `tool(...)`: EXECUTE runs the tool and reports its result (an
-  exception, or a framework's error message, is NO_RESULT); REUSE and BLOCK answer with the
-  stored result or the nudge and never run it; WAIT is slept out; STOP raises TaskStopped.
+  exception is NO_RESULT; an error the framework hands back to the model, `handed_back`, is
+  a read's RETRYABLE and a write's NO_RESULT); REUSE and BLOCK answer with the stored result
+  or the nudge and never run it; WAIT is slept out; STOP raises TaskStopped.
 
 Tools are declared once, at setup: `read()` (the default for undeclared tools) or
 `write(key=...)`, where `key` derives the operation key from the call's arguments. A write
-without a key is refused when it is declared, never at run time.
+without a key is refused when it is declared, never at run time; a declaration naming a tool
+the agent does not have (by the name the model sees) is refused by `check_tools`, at setup or
+at the first model call.
+
+The end: when the framework's run ends with the agent's final answer, the adapter finishes
+the task (`Guard.finish`) with the verifier's latest evidence, if it gave any: COMPLETED when
+that says done, else PARTIAL/goal_unverified. A run that ended well never waits out its
+deadline. `keep_open=True` leaves the task RUNNING instead, for several framework runs under
+one task (finish it with `session.finish(...)`).
 
 Progress: given an `evidence(tool, args, data)` callback (the application's verifier), its
 answer is sent with each result. Without one, each result carries its `data_hash`, so a task
@@ -25,7 +34,7 @@ revision (its own code confirmed it; an exception leaves it UNKNOWN).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
@@ -39,12 +48,15 @@ from loopwarden_client.types import (
     INVALID,
     JSON,
     READ,
+    RETRYABLE,
     SUCCESS,
     WRITE,
     ToolOutcome,
     ToolReport,
+    check_evidence,
 )
 
+MAX_ANSWER = 4000  # characters of the final answer sent with `finish`
 Evidence = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any] | None]
 KeyRule = str | Callable[[Mapping[str, Any]], str]
 
@@ -141,6 +153,16 @@ def tool_specs(tools: Mapping[str, ToolSpec | str] | None) -> dict[str, ToolSpec
     return specs
 
 
+def handed_back(message: str) -> ToolReport:
+    """A read's error that the framework hands back to the model as it intends (pydantic-ai's
+    `ModelRetry`, a LangChain tool error the user asked it to handle): the call is no
+    failure of the task, but it ran and counts. Reported RETRYABLE, which draws on the retry
+    budget as well as the execution and stagnation counts; the wait is the least the server
+    takes, since the retry is the model's next turn. A write's is NO_RESULT instead: its
+    tool ran and raised, and nothing says whether it acted first."""
+    return ToolReport(kind=RETRYABLE, code="HANDED_BACK", error=message[:2000], wait_ms=1)
+
+
 def data_hash(data: Any) -> str:
     """The `novelty` hash of a result, without the built-in volatile keys (`fetched_at`,
     `request_id`, `etag`, ...) as the server takes it. Sent beside the data, which the server
@@ -154,13 +176,15 @@ class GuardOptions(TypedDict, total=False):
     `tools`: per tool name, `read()` (the default) or `write(key=...)`. `evidence(tool, args,
     data)`: the application's verifier; without it each result is sent with its data hash
     (run the agent under the `novelty` profile). `est_prompt_tokens` and `max_output_tokens`
-    go to every model gate.
+    go to every model gate. `keep_open`: leave the task RUNNING when the run ends with its
+    final answer (default: finish it).
     """
 
     tools: Mapping[str, ToolSpec | str] | None
     evidence: Evidence | None
     est_prompt_tokens: int | None
     max_output_tokens: int | None
+    keep_open: bool
 
 
 def needs_extra(module: str, extra: str) -> ImportError:
@@ -229,6 +253,7 @@ class Guard:
         model: str | None = None,
         est_prompt_tokens: int | None = None,
         max_output_tokens: int | None = None,
+        keep_open: bool = False,
     ) -> None:
         if not isinstance(session, TaskSession | AsyncTaskSession):
             raise TypeError("session must be a TaskSession or AsyncTaskSession")
@@ -238,7 +263,9 @@ class Guard:
         self.model = model
         self.est_prompt_tokens = est_prompt_tokens
         self.max_output_tokens = max_output_tokens
+        self.keep_open = keep_open
         self.report: JSON | None = None  # the stop report, once the task ended
+        self.verified: Mapping[str, Any] | None = None  # the verifier's latest evidence
         self._revision: int | None = None
 
     @property
@@ -247,6 +274,18 @@ class Guard:
 
     def spec(self, tool: str) -> ToolSpec:
         return self.tools.get(tool) or ToolSpec()
+
+    def check_tools(self, names: Iterable[str]) -> None:
+        """Refuse a declaration naming a tool the agent does not have: tools are matched by the
+        name the model sees (`@tool("pay_invoice")`, `Tool(fn, name=...)`), and a misnamed
+        write would otherwise be guarded as a read, its key never asked for."""
+        have = set(names)
+        unknown = set(self.tools) - have
+        if unknown:
+            raise ValueError(
+                f"declared tools the agent does not have: {sorted(unknown)}; declare each "
+                f"by the name the model sees: {sorted(have)}"
+            )
 
     # -- drivers
 
@@ -364,7 +403,7 @@ class Guard:
             return ToolOutcome(invalid.tool_message(name), INVALID)
         inspect: Callable[[Any], Any] | None = None
         if self.evidence is not None:
-            inspect = _bound_evidence(self.evidence, name, args)
+            inspect = self._verifier(name, args)
         elif spec.effect == WRITE:
             if self._revision is None:
                 task = yield REQUESTS.get_task(self.task_id)
@@ -388,15 +427,33 @@ class Guard:
             self.report = outcome.report
         return outcome
 
+    def finish(self, answer: str | None) -> Flow[JSON | None]:
+        """The run ended with the agent's final answer: finish the task with the verifier's
+        latest evidence (COMPLETED if it says done, else PARTIAL/goal_unverified) and keep
+        its report. Nothing is asked when the task already ended or `keep_open` is set."""
+        if self.keep_open or self.report is not None:
+            return None
+        answer = answer[:MAX_ANSWER] if answer else None
+        task = yield REQUESTS.finish(self.task_id, evidence=self.verified, answer=answer)
+        self.report = task.get("report")
+        return task
+
+    def _verifier(self, name: str, args: Mapping[str, Any]) -> Callable[[Any], Any]:
+        """The application's verifier for one call; its evidence is remembered for `finish`."""
+        evidence = self.evidence
+        assert evidence is not None
+
+        def inspect(data: Any) -> Any:
+            verified = evidence(name, args, data)
+            if verified is not None:
+                check_evidence(verified)
+                self.verified = verified
+            return verified
+
+        return inspect
+
     def stop_message(self) -> str:
         return stop_text(self.report or {})
-
-
-def _bound_evidence(evidence: Evidence, name: str, args: Mapping[str, Any]):
-    def inspect(data: Any) -> Any:
-        return evidence(name, args, data)
-
-    return inspect
 
 
 def _commit_evidence(spec: ToolSpec, revision: int):

@@ -16,8 +16,14 @@ before the tool runs (never a blind retry of a side effect), and the write ends 
 A model STOP (gate or usage report) ends the run cleanly: the model is not called and the
 last message is an `AIMessage` without tool calls whose `response_metadata["loopwarden"]`
 holds the stop report. A tool STOP raises `TaskStopped` out of `invoke`/`ainvoke`/`stream`.
-A tool's exception, or the error `ToolMessage` a tool node or retry middleware makes of one,
-is reported as NO_RESULT. Needs the `langchain` extra.
+A tool's exception is reported as NO_RESULT. An error `ToolMessage` the framework made of one
+because the user asked it to (`handle_tool_error`, a retry middleware's last answer) goes to
+the model as LangChain intends; a read's is reported RETRYABLE (it counts against the retry
+budget), a write's NO_RESULT (its operation is UNKNOWN: it may have acted first).
+
+When the run ends with the model's final answer, `after_agent` finishes the task
+(`Guard.finish`), unless `keep_open=True`. The declared tools are checked at the first model
+call against the agent's tools, by the names the model sees. Needs the `langchain` extra.
 """
 
 from __future__ import annotations
@@ -39,7 +45,14 @@ except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "langchain") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, InvalidArguments
+from loopwarden_client.guard import (
+    STOPPED,
+    Adapter,
+    Guard,
+    GuardOptions,
+    InvalidArguments,
+    handed_back,
+)
 from loopwarden_client.types import (
     EXECUTE,
     INVALID,
@@ -67,6 +80,15 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
     ) -> None:
         super().__init__()
         self.guard = Guard(session, **options)
+        self._tools_checked = False
+
+    # -- the run's end
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        self.guard.run(self.guard.finish(_final_answer(state)))
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> None:
+        await self.guard.arun(self.guard.finish(_final_answer(state)))
 
     # -- model calls
 
@@ -81,6 +103,9 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
         return self._answered(await self.guard.arun(self._turn(request, handler)))
 
     def _turn(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]):
+        if not self._tools_checked:  # the middleware first sees the agent's tools here
+            self.guard.check_tools(_tool_name(tool) for tool in request.tools)
+            self._tools_checked = True
         return self.guard.model_turn(_model_name(request), partial(handler, request), self._usage)
 
     def _answered(self, response: Any) -> Any:
@@ -117,7 +142,7 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
 
         def execute(args: Mapping[str, Any]) -> ToolReport:
             produced.append(handler(self._once(request)))
-            return _tool_report(produced[-1])
+            return _tool_report(produced[-1], self._effect(request))
 
         outcome = self.guard.run(self._tool(request, execute))
         return produced[-1] if outcome.decision == EXECUTE else _answer(request, outcome)
@@ -129,10 +154,13 @@ class LoopwardenMiddleware(AgentMiddleware, Adapter):
 
         async def execute(args: Mapping[str, Any]) -> ToolReport:
             produced.append(await handler(self._once(request)))
-            return _tool_report(produced[-1])
+            return _tool_report(produced[-1], self._effect(request))
 
         outcome = await self.guard.arun(self._tool(request, execute))
         return produced[-1] if outcome.decision == EXECUTE else _answer(request, outcome)
+
+    def _effect(self, request: Any) -> str:
+        return self.guard.spec(request.tool_call["name"]).effect
 
     def _once(self, request: Any) -> Any:
         """The request a write is executed with: its tool runs at most once per EXECUTE.
@@ -190,6 +218,18 @@ def _refused(request: Any) -> ToolMessage | None:
     return None
 
 
+def _tool_name(tool: Any) -> str:
+    """A tool as the model sees it: a `BaseTool`'s name, or a provider tool's dict."""
+    return str(tool.get("name", "")) if isinstance(tool, dict) else str(tool.name)
+
+
+def _final_answer(state: Any) -> str | None:
+    """The text of the run's last AI message: the answer the task is finished with."""
+    messages = state.get("messages", []) if isinstance(state, Mapping) else []
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    return (last.text or None) if last is not None else None
+
+
 def _model_name(request: ModelRequest) -> str | None:
     for attribute in ("model_name", "model"):
         name = getattr(request.model, attribute, None)
@@ -206,11 +246,16 @@ def _ai_message(response: Any) -> Any:
     return response
 
 
-def _tool_report(output: Any) -> ToolReport:
-    """A tool node's answer as a result: an error message is NO_RESULT, never a success."""
+def _tool_report(output: Any, effect: str) -> ToolReport:
+    """A tool node's answer as a result. An error message is never a success: the framework
+    made it of the tool's error because the user asked it to (`handle_tool_error`, a retry
+    middleware's last answer), and hands it to the model; a read's counts as a retry
+    (`handed_back`), a write's is NO_RESULT (it may have acted before it failed)."""
     if isinstance(output, ToolMessage):
         if output.status == "error":
-            return ToolReport(kind=NO_RESULT, error=str(output.content)[:2000])
+            if effect == WRITE:
+                return ToolReport(kind=NO_RESULT, error=str(output.content)[:2000])
+            return handed_back(str(output.content))
         return ToolReport(data=jsonable(output.content))
     return ToolReport(data=jsonable(output))  # a Command: the update it makes
 

@@ -28,6 +28,10 @@ the run config given to `guard_run_config`, or the SDK's default provider. A `Ru
 replaces the agents' models with its own `model` when it has one, out of the clones' reach:
 run with `guard_run_config(run_config, agent)`. A run whose model call did not pass the gate
 (an unguarded `RunConfig.model`) is ended after that call with `UnguardedModelCall`.
+
+When the run ends with an agent's final output, the clone's `on_end` hook finishes the task
+(`Guard.finish`), unless `keep_open=True`; a guarded agent run as another's tool
+(`as_tool`) hands its output back to that agent instead, whose own end finishes the task.
 Needs the `openai-agents` extra.
 """
 
@@ -107,11 +111,7 @@ def guard_agent(
     """
     graph = _Graph(Guard(session, **options))
     clone = graph.clone(agent)
-    unknown = set(graph.guard.tools) - graph.tool_names
-    if unknown:
-        raise ValueError(
-            f"declared tools the agent (with its handoffs) does not have: {sorted(unknown)}"
-        )
+    graph.guard.check_tools(graph.tool_names)
     return clone
 
 
@@ -144,6 +144,9 @@ class _Graph:
         self.provider: ModelProvider | None = None  # None: the SDK's default, made when needed
         self.model_calls = 0
         self.llm_started: dict[int, int] = {}  # per run context: model_calls at on_llm_start
+        # Run as another guarded agent's tool (as_tool): its answer goes back to that agent,
+        # whose own run's end finishes the task.
+        self.nested = False
 
     def resolve(self, name: str | None) -> tuple[ModelProvider, Model]:
         if self.provider is None:
@@ -165,7 +168,7 @@ class _Graph:
                     f"{type(tool).__name__} runs outside this process and cannot be guarded; "
                     "give the agent function tools only"
                 )
-            _refuse_an_unguarded_agent_tool(tool)
+            _admit_agent_tool(tool)
             self.tool_names.add(tool.name)
             tools.append(_guard_tool(self.guard, tool))
         clone = agent.clone(
@@ -232,8 +235,13 @@ class _CheckedHooks(AgentHooks[Any]):
     async def on_start(self, *args: Any, **kwargs: Any) -> None:
         await self.hooks.on_start(*args, **kwargs)
 
-    async def on_end(self, *args: Any, **kwargs: Any) -> None:
-        await self.hooks.on_end(*args, **kwargs)
+    async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+        """The run ended with this agent's final output: finish the task (see `Guard.finish`)."""
+        if not self.graph.nested:
+            guard = self.graph.guard
+            answer = output if isinstance(output, str) else json.dumps(jsonable(output))
+            await guard.arun(guard.finish(answer))
+        await self.hooks.on_end(context, agent, output)
 
     async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
         await self.hooks.on_handoff(*args, **kwargs)
@@ -245,13 +253,16 @@ class _CheckedHooks(AgentHooks[Any]):
         await self.hooks.on_tool_end(*args, **kwargs)
 
 
-def _refuse_an_unguarded_agent_tool(tool: FunctionTool) -> None:
+def _admit_agent_tool(tool: FunctionTool) -> None:
     """An `Agent.as_tool()` tool runs its agent in a nested run, out of the clones' reach: its
     agent must be a guarded clone itself, or its model calls and tools would not pass the gate."""
     inner = getattr(tool, "_agent_instance", None)  # set by as_tool (openai-agents 0.24)
-    if getattr(tool, "_is_agent_tool", False) and not isinstance(
-        getattr(inner, "_loopwarden_graph", None), _Graph
-    ):
+    if not getattr(tool, "_is_agent_tool", False):
+        return
+    graph = getattr(inner, "_loopwarden_graph", None)
+    if isinstance(graph, _Graph):
+        graph.nested = True  # its run's end is not the task's
+    else:
         raise TypeError(
             f"tool {tool.name!r} runs agent {getattr(inner, 'name', None)!r} (Agent.as_tool) "
             "in a nested run whose model calls and tools would not pass the gate; guard that "

@@ -18,12 +18,23 @@ first in `capabilities` so that no other capability's retry wraps it.
 An output function (`output_type=fn`, `ToolOutput(fn)`, `TextOutput(fn)`) runs the model's
 arguments as a tool does, so its final call is asked for as a tool named after the function
 (declare a write in `tools` like any other): REUSE answers the stored result as the output,
-BLOCK and an exhausted WAIT go back to the model as a retry prompt. Needs the `pydantic-ai`
-extra.
+BLOCK and an exhausted WAIT go back to the model as a retry prompt.
+
+`ModelRetry` raised by a read tool (or an output function) is pydantic-ai's way to ask the
+model for better arguments: it is reported RETRYABLE (it counts against the retry budget) and
+goes back to the model as pydantic-ai intends. Raised by a write, it is NO_RESULT: the tool
+ran, nothing says it had not acted yet, so its operation is UNKNOWN and a human reconciles
+it; check a write's arguments in its schema (validated before the tool runs) instead.
+
+When the run ends with its output, `after_run` finishes the task (`Guard.finish`), unless
+`keep_open=True`. The declared tools are checked at the first model request against the
+agent's tools (by the names the model sees) and output functions (by their names). Needs the
+`pydantic-ai` extra.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -33,15 +44,15 @@ from loopwarden_client.guard import needs_extra
 
 try:
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.exceptions import ModelRetry
+    from pydantic_ai.exceptions import ModelRetry, ToolRetryError
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 except ImportError as exc:  # the extra is missing: say which one
     raise needs_extra(__name__, "pydantic-ai") from exc
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
-from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions
-from loopwarden_client.types import EXECUTE, REUSE, ToolOutcome, ToolReport, jsonable
+from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, handed_back
+from loopwarden_client.types import EXECUTE, REUSE, WRITE, ToolOutcome, ToolReport, jsonable
 
 __all__ = ["LoopwardenCapability"]
 
@@ -58,6 +69,27 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
         self, session: TaskSession | AsyncTaskSession, **options: Unpack[GuardOptions]
     ) -> None:
         self.guard = Guard(session, **options)
+        self._tools_checked = False
+
+    async def prepare_tools(self, ctx: Any, tool_defs: list[Any]) -> list[Any]:
+        if not self._tools_checked:  # the capability first sees the agent's tools here
+            agent = ctx.agent
+            # This step's tools, the agent's function tools (one its `prepare` hides from
+            # this step still counts) and its output functions.
+            names = [tool_def.name for tool_def in tool_defs]
+            names += [name for toolset in getattr(agent, "toolsets", ())
+                      for name in (getattr(toolset, "tools", None) or {})]  # fmt: skip
+            names += _output_functions(getattr(agent, "output_type", None))
+            self.guard.check_tools(names)
+            self._tools_checked = True
+        return tool_defs
+
+    async def after_run(self, ctx: Any, *, result: Any) -> Any:
+        """The run ended with its output: finish the task (see `Guard.finish`)."""
+        output = result.output
+        answer = output if isinstance(output, str) else json.dumps(jsonable(output))
+        await self.guard.arun(self.guard.finish(answer))
+        return result
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -131,13 +163,38 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
         """`run()` under the guard as the tool call `name(args)`: what it returned (on
         EXECUTE; else None) and the outcome."""
         produced: list[Any] = [None]
+        retry: list[Exception] = []
 
         async def execute(_: Mapping[str, Any]) -> ToolReport:
-            produced[0] = await run()
+            try:
+                produced[0] = await run()
+            except (ModelRetry, ToolRetryError) as asked:  # the latter: a ModelRetry, wrapped
+                if self.guard.spec(name).effect == WRITE:
+                    raise  # NO_RESULT: the write may have acted before it asked
+                retry.append(asked)
+                return handed_back(str(getattr(asked, "message", None) or asked))
             return ToolReport(data=jsonable(produced[0]))
 
         outcome = await self.guard.arun(self.guard.tool(name, args, execute, call_id=call_id))
+        if retry and outcome.decision == EXECUTE:
+            raise retry[0]  # back to the model, as pydantic-ai intends
         return produced[0], outcome
+
+
+def _output_functions(output: Any) -> list[str]:
+    """The names of the output functions in an agent's `output_type` (a function, a list of
+    outputs, or `ToolOutput`/`TextOutput`/`NativeOutput` around them): declared by these
+    names, as they are guarded (see the module's docstring)."""
+    if isinstance(output, list | tuple | set):
+        return [name for item in output for name in _output_functions(item)]
+    if inspect.isfunction(output) or inspect.ismethod(output):
+        return [output.__name__]
+    if isinstance(output, type) or output is None:
+        return []
+    for attribute in ("output", "outputs"):
+        if (inner := getattr(output, attribute, None)) is not None:
+            return _output_functions(inner)
+    return []
 
 
 def _takes_text(parameters: Any) -> bool:

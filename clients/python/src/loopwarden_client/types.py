@@ -10,6 +10,9 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from loopwarden_client.errors import InvalidEvidence
+from loopwarden_client.evidence import evidence_problem
+
 JSON = dict[str, Any]
 
 # Guard decisions (DESIGN.md section 4) and the result kinds of a tool execution.
@@ -61,6 +64,13 @@ def _fallback(value: Any) -> Any:
     return repr(value)
 
 
+def check_evidence(evidence: Mapping[str, Any] | None) -> None:
+    """Refuse malformed evidence where it is written, before anything is sent: sent, it
+    would stop the task (invalid_evidence)."""
+    if evidence is not None and (problem := evidence_problem(evidence)) is not None:
+        raise InvalidEvidence(problem)
+
+
 @dataclass(frozen=True)
 class ToolReport:
     """What a tool execution produced, as reported to the result endpoint.
@@ -79,6 +89,9 @@ class ToolReport:
     code: str | None = None
     error: str | None = None
     data_hash: str | None = None
+
+    def __post_init__(self) -> None:
+        check_evidence(self.evidence)
 
     def result_fields(self) -> JSON:
         """The result endpoint's fields besides `kind`, as JSON (see `jsonable`)."""
@@ -127,6 +140,9 @@ class Plan:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     output_text: str | None = None
+
+    def __post_init__(self) -> None:
+        check_evidence(self.evidence)
 
 
 @dataclass
