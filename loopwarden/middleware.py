@@ -1,11 +1,111 @@
-"""Site-wide request checks that must run before any view or query sees the request."""
+"""Site-wide request checks that must run before any view or query sees the request.
+
+Each refusal here is the API's error envelope on `/api/` paths and a line of plain text
+elsewhere (the console's pages), with one log line at most and never a traceback.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+import io
+import json
+import logging
+
+from django.conf import settings
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.wsgi import WSGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.utils.log import log_response
 
 from agents import storable
-from agents.api.errors import error_body
+from agents.api.errors import body_timeout, body_too_large, error_body
+
+_security_log = logging.getLogger("django.security.DisallowedHost")
+
+
+def _refusal(request: HttpRequest, status: int, envelope: dict) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse(envelope, status=status)
+    return HttpResponse(
+        envelope["error"]["message"], status=status, content_type="text/plain; charset=utf-8"
+    )
+
+
+class RefuseDisallowedHostMiddleware:
+    """A `Host` not in ALLOWED_HOSTS answers 400 here, before anything asks for the host.
+
+    Django raises DisallowedHost wherever the host is first read (the HTTPS redirect, the
+    trailing-slash check, CSRF, an absolute `next` link) and answers its HTML 400 page after
+    logging the exception with its traceback. Here it is asked once, first: one warning line on
+    `django.security.DisallowedHost`, the same logger Django uses.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            request.get_host()
+        except DisallowedHost as exc:
+            response = _refusal(
+                request, 400, error_body("DISALLOWED_HOST", str(exc), {"host": "not allowed"})
+            )
+            # One line, no traceback; marks the answer logged, so django.request adds none.
+            log_response(str(exc), response=response, request=request, logger=_security_log)
+            return response
+        return self.get_response(request)
+
+
+def _chunked(request: HttpRequest) -> bool:
+    codings = request.META.get("HTTP_TRANSFER_ENCODING", "")
+    return "chunked" in codings.lower()
+
+
+class ChunkedBodyMiddleware:
+    """A body sent chunked (`Transfer-Encoding: chunked`) is read like any other, or refused.
+
+    Django reads a body by its Content-Length alone, and a chunked body has none: it would be
+    taken as empty (a finish without its evidence, a task without its goal). A server that ends
+    its input where the chunks end says so (`wsgi.input_terminated`, as gunicorn does): the
+    body is read here, up to LOOPWARDEN_MAX_BODY_BYTES (413 past it), and handed on with its
+    length. Django's own server does not: it answers 411 LENGTH_REQUIRED, and closes the
+    connection, so the chunks left on it are never read as a request of their own.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not _chunked(request) or not isinstance(request, WSGIRequest):
+            return self.get_response(request)  # an ASGI server hands over the whole body
+        if not request.META.get("wsgi.input_terminated"):
+            return self._length_required(request)
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        try:
+            body = request.META["wsgi.input"].read(limit + 1)
+        except OSError:  # the socket's read timeout, or the client went away
+            return _refusal(request, 408, body_timeout())
+        except Exception as exc:  # the server's own word on malformed chunks (gunicorn's)
+            message = f"The chunked body is malformed: {exc}"
+            return _refusal(request, 400, error_body("MALFORMED_BODY", message[:300]))
+        if len(body) > limit:
+            return _refusal(request, 413, body_too_large())
+        environ = {**request.environ, "CONTENT_LENGTH": str(len(body))}
+        environ["wsgi.input"] = io.BytesIO(body)
+        del environ["HTTP_TRANSFER_ENCODING"]
+        return self.get_response(WSGIRequest(environ))
+
+    @staticmethod
+    def _length_required(request: HttpRequest) -> HttpResponse:
+        envelope = error_body(
+            "LENGTH_REQUIRED",
+            "This server does not read chunked bodies: send the body with a Content-Length.",
+        )
+        if request.path.startswith("/api/"):
+            content, content_type = json.dumps(envelope), "application/json"
+        else:
+            content, content_type = envelope["error"]["message"], "text/plain; charset=utf-8"
+        # Streamed, so of no declared length: Django's server then closes the connection.
+        return StreamingHttpResponse([content], status=411, content_type=content_type)
 
 
 class RefuseUnstorableUrlMiddleware:
@@ -26,9 +126,7 @@ class RefuseUnstorableUrlMiddleware:
             return self.get_response(request)
         where, what = found
         message = f"{where} holds {what}, which the database cannot store."
-        if request.path.startswith("/api/"):
-            return JsonResponse(error_body("UNSUPPORTED_TEXT", message, {where: what}), status=400)
-        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        return _refusal(request, 400, error_body("UNSUPPORTED_TEXT", message, {where: what}))
 
     @staticmethod
     def _unstorable(request: HttpRequest) -> tuple[str, str] | None:

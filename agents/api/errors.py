@@ -52,23 +52,27 @@ def _flatten(detail, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def body_too_large() -> dict:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # set from LOOPWARDEN_MAX_BODY_BYTES
+    return error_body(
+        "BODY_TOO_LARGE",
+        f"The request body is larger than {limit} bytes (LOOPWARDEN_MAX_BODY_BYTES).",
+        {"body": f"over {limit} bytes"},
+    )
+
+
+def body_timeout() -> dict:
+    return error_body("BODY_TIMEOUT", "The request body did not arrive in full; send it again.")
+
+
 def _body_error(exc) -> Response | None:
     """Django's own errors while reading the body, in the envelope rather than an HTML page."""
     if isinstance(exc, RequestDataTooBig):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # set from LOOPWARDEN_MAX_BODY_BYTES
-        return Response(
-            error_body("BODY_TOO_LARGE",
-                       f"The request body is larger than {limit} bytes "
-                       "(LOOPWARDEN_MAX_BODY_BYTES).", {"body": f"over {limit} bytes"}),
-            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-        )  # fmt: skip
+        return Response(body_too_large(), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, UnreadablePostError):
         # The client declared a body and stalled (the socket's read timeout, see
         # gunicorn.conf.py) or went away: nothing was read, nothing was done.
-        return Response(
-            error_body("BODY_TIMEOUT", "The request body did not arrive in full; send it again."),
-            status=status.HTTP_408_REQUEST_TIMEOUT,
-        )
+        return Response(body_timeout(), status=status.HTTP_408_REQUEST_TIMEOUT)
     return None
 
 
