@@ -17,7 +17,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.utils.log import log_response
 
 from agents import storable
-from agents.api.errors import body_timeout, body_too_large, error_body
+from agents.api.errors import body_timeout, body_too_large
+from agents.errors import error_body
 
 _security_log = logging.getLogger("django.security.DisallowedHost")
 

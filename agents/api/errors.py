@@ -13,7 +13,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from agents.errors import DomainError
+from agents.errors import DomainError, error_body
 
 FRAMEWORK_CODES = {
     exceptions.ParseError: "MALFORMED_JSON",
@@ -25,10 +25,6 @@ FRAMEWORK_CODES = {
     exceptions.MethodNotAllowed: "METHOD_NOT_ALLOWED",
     exceptions.Throttled: "THROTTLED",
 }
-
-
-def error_body(code: str, message: str, fields: dict | None = None) -> dict:
-    return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
 def _flatten(detail, prefix: str = "") -> dict[str, str]:
