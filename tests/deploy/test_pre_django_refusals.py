@@ -29,7 +29,9 @@ def _malformed(host: str) -> dict[str, tuple[bytes, int]]:
     h = f"Host: {host}\r\n".encode()
     body = b'{"goal": "x"}'
     return {
-        "path over 4 KB": (b"GET /api/v1/tasks/" + b"a" * 5000 + b" HTTP/1.1\r\n" + h + b"\r\n", 414),
+        "path over 4 KB": (
+            b"GET /api/v1/tasks/" + b"a" * 5000 + b" HTTP/1.1\r\n" + h + b"\r\n", 414
+        ),
         "headers too large": (
             b"GET /api/v1/tasks HTTP/1.1\r\n" + h + b"X-Big: " + b"b" * 9000 + b"\r\n\r\n", 431
         ),
