@@ -87,7 +87,11 @@ def exchange(url: str, raw: bytes, *, timeout: float = 20.0, linger: float = 0.5
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             sock.sendall(raw)
         reader = _Reader(sock)
-        answer = reader.answer()
+        answer = reader.answer(head_only=raw.startswith(b"HEAD "))
+        while 100 <= answer.status < 200:  # an interim answer (100 Continue): the next one
+            answer = reader.answer(head_only=raw.startswith(b"HEAD "))
+        if linger <= 0:
+            return answer
         sock.settimeout(linger)
         try:
             answer.extra = reader.rest()
@@ -109,7 +113,7 @@ class _Reader:
         self.buffer += data
         return bool(data)
 
-    def answer(self) -> Answer:
+    def answer(self, *, head_only: bool = False) -> Answer:
         while b"\r\n\r\n" not in self.buffer:
             if not self._more():
                 raise ConnectionError(f"no complete answer: {bytes(self.buffer[:300])!r}")
@@ -120,6 +124,9 @@ class _Reader:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         self.buffer = bytearray(rest)
+        status = int(status_line.split()[1])
+        if head_only or status in (204, 304) or 100 <= status < 200:
+            return Answer(status, headers, b"")
         if "content-length" in headers:
             length = int(headers["content-length"])
             while len(self.buffer) < length and self._more():
@@ -132,7 +139,7 @@ class _Reader:
             while self._more():
                 pass
             body, self.buffer = bytes(self.buffer), bytearray()
-        return Answer(int(status_line.split()[1]), headers, body)
+        return Answer(status, headers, body)
 
     def _dechunk(self) -> bytes:
         body = b""
