@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 LIMIT = 64 * 1024
 
 # Values of every JSON type, put where a field of another type belongs.
-WRONG_TYPES = ["x", 7, 1.5, True, None, [], {}, [1, "a"], {"k": "v"}]
+WRONG_TYPES = ["x", 7, 1.5, True, None, [1, "a"], {"k": "v"}]
 HUGE_NUMBERS = [10**30, -(10**30), 2**63, -(2**63) - 1, 1e308, -1, 0]
 BAD_TEXT = ["a\x00b", "\ud800", "x" * 100_000, "\u202etxt", "", " "]
 
@@ -143,7 +143,9 @@ def _body_cases(w: World, method: str, path: str, token: str, body: dict) -> Ite
                     _send(w, method, path, token, _json({**body, field: value})),
                     method,
                 )
-        for value in HUGE_NUMBERS + BAD_TEXT[:2]:
+        # Out-of-range numbers where a number belongs, unstorable or odd text where text does.
+        same_kind = HUGE_NUMBERS if isinstance(body[field], (int, float)) else BAD_TEXT
+        for value in same_kind if not isinstance(body[field], (dict, list)) else BAD_TEXT[:2]:
             yield Case(
                 f"{label} {field}={value!r:.20}",
                 _send(w, method, path, token, _json({**body, field: value})),
@@ -286,7 +288,9 @@ def _cases(w: World) -> list[Case]:
 def gunicorn(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         url = database_url(connection.settings_dict)
-    env = {"LOOPWARDEN_MAX_BODY_BYTES": str(LIMIT), "DB_CONN_MAX_AGE": "0",
+    # Persistent connections, as deployed: a fresh one per request doubles the run on
+    # PostgreSQL. A small body limit keeps the oversized bodies small.
+    env = {"LOOPWARDEN_MAX_BODY_BYTES": str(LIMIT), "DB_CONN_MAX_AGE": "60",
            "API_THROTTLE_RATE": "off", "CLIENT_TIMEOUT_SECONDS": "2"}  # fmt: skip
     with gunicorn_server(database_url=url, workers=1, threads=4, env=env) as server:
         yield server
