@@ -74,7 +74,7 @@ def _left_unread(environ: dict) -> int:
     reader = getattr(environ.get("wsgi.input"), "reader", None)
     if getattr(reader, "parser", None) is not None:
         # A chunked body not read to its end: only one over the size limit is left so
-        # (loopwarden.middleware.ChunkedBodyMiddleware), and how much follows is unknown.
+        # (loopwarden.middleware.BodyFramingMiddleware), and how much follows is unknown.
         return _DRAINED_BYTES + 1
     left = getattr(reader, "length", 0)  # a Content-Length body's reader counts down
     return left if isinstance(left, int) else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
@@ -61,25 +62,50 @@ def _chunked(request: HttpRequest) -> bool:
     return "chunked" in codings.lower()
 
 
-class ChunkedBodyMiddleware:
-    """A body sent chunked (`Transfer-Encoding: chunked`) is read like any other, or refused.
+_LENGTH = re.compile(r"[0-9]+")
 
-    Django reads a body by its Content-Length alone, and a chunked body has none: it would be
-    taken as empty (a finish without its evidence, a task without its goal). A server that ends
-    its input where the chunks end says so (`wsgi.input_terminated`, as gunicorn does): the
-    body is read here, up to LOOPWARDEN_MAX_BODY_BYTES (413 past it), and handed on with its
-    length. Django's own server does not: it answers 411 LENGTH_REQUIRED, and closes the
-    connection, so the chunks left on it are never read as a request of their own.
+
+def _closing(request: HttpRequest, status: int, envelope: dict) -> HttpResponse:
+    """A refusal for a request whose body's end is unknown: streamed, so of no declared
+    length, which makes Django's server close the connection after it; the rest of the body
+    is then never read as a request of its own."""
+    if request.path.startswith("/api/"):
+        content, content_type = json.dumps(envelope), "application/json"
+    else:
+        content, content_type = envelope["error"]["message"], "text/plain; charset=utf-8"
+    return StreamingHttpResponse([content], status=status, content_type=content_type)
+
+
+class BodyFramingMiddleware:
+    """A body is read to its end as its sender framed it, or the request is refused.
+
+    Chunked (`Transfer-Encoding: chunked`): Django reads a body by its Content-Length alone,
+    and a chunked body has none: it would be taken as empty (a finish without its evidence, a
+    task without its goal). A server that ends its input where the chunks end says so
+    (`wsgi.input_terminated`, as gunicorn does): the body is read here, up to
+    LOOPWARDEN_MAX_BODY_BYTES (413 past it), and handed on with its length. Django's own
+    server does not: 411 LENGTH_REQUIRED.
+
+    A Content-Length that is not a count of bytes (`-5`, `1e3`) is refused 400: Django would
+    read an empty body. gunicorn refuses both before the application runs; Django's server
+    passes them on.
     """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        length = request.META.get("CONTENT_LENGTH")
+        if length and not _LENGTH.fullmatch(length):
+            message = f"Content-Length {length[:40]!r} is not a count of bytes."
+            return _closing(request, 400, error_body("BAD_REQUEST", message))
         if not _chunked(request) or not isinstance(request, WSGIRequest):
             return self.get_response(request)  # an ASGI server hands over the whole body
         if not request.META.get("wsgi.input_terminated"):
-            return self._length_required(request)
+            return _closing(request, 411, error_body(
+                "LENGTH_REQUIRED",
+                "This server does not read chunked bodies: send the body with a Content-Length.",
+            ))  # fmt: skip
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         try:
             body = request.META["wsgi.input"].read(limit + 1)
@@ -94,19 +120,6 @@ class ChunkedBodyMiddleware:
         environ["wsgi.input"] = io.BytesIO(body)
         del environ["HTTP_TRANSFER_ENCODING"]
         return self.get_response(WSGIRequest(environ))
-
-    @staticmethod
-    def _length_required(request: HttpRequest) -> HttpResponse:
-        envelope = error_body(
-            "LENGTH_REQUIRED",
-            "This server does not read chunked bodies: send the body with a Content-Length.",
-        )
-        if request.path.startswith("/api/"):
-            content, content_type = json.dumps(envelope), "application/json"
-        else:
-            content, content_type = envelope["error"]["message"], "text/plain; charset=utf-8"
-        # Streamed, so of no declared length: Django's server then closes the connection.
-        return StreamingHttpResponse([content], status=411, content_type=content_type)
 
 
 class RefuseUnstorableUrlMiddleware:

@@ -126,3 +126,20 @@ def test_an_unknown_host_on_a_console_page_is_plain_text(live_server):
 
     assert answer.status == 400
     assert answer.headers["content-type"].startswith("text/plain")
+
+
+@pytest.mark.parametrize("length", ["-5", "1e3", "0x10", "+2"])
+def test_the_embedded_server_refuses_a_content_length_that_is_no_count(live_server, length):
+    """Django's server passes on what gunicorn refuses: `-5` would be read as an empty body,
+    and the body's bytes as the next request. Refused with the envelope; the connection closes."""
+    host = urlsplit(live_server.url).netloc
+    raw = (
+        f"POST {TARGET} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f'Content-Length: {length}\r\n\r\n{{"goal": "x"}}'
+    ).encode()
+
+    answer = exchange(live_server.url, raw)
+
+    assert answer.status == 400, answer.describe()
+    assert answer.envelope["error"]["code"] == "BAD_REQUEST"
+    assert answer.closed and answer.extra == b"", answer.extra
