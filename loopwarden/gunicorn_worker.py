@@ -21,6 +21,7 @@ It also says `Connection: close` on an answer that leaves more of its request's 
 than gunicorn will drain (`_closing_when_body_left`): a body over the size limit is refused
 before it is read (413), and gunicorn, which drains at most 64 KiB of what an application left,
 otherwise answered "keep-alive" and then closed the connection under the client's next request.
+
 A request gunicorn refuses before the application runs (a request line over 4 KB, headers too
 large, a NUL or control byte in the path or a header, a bad Content-Length, both framing
 headers) is answered, when it was going to `/api/`, with the API's error envelope instead of

@@ -14,7 +14,7 @@ import re
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.wsgi import WSGIRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils.log import log_response
 
 from agents import storable
@@ -24,12 +24,22 @@ from agents.errors import error_body
 _security_log = logging.getLogger("django.security.DisallowedHost")
 
 
-def _refusal(request: HttpRequest, status: int, envelope: dict) -> HttpResponse:
+def _refusal(
+    request: HttpRequest, status: int, envelope: dict, *, close: bool = False
+) -> HttpResponse:
+    """The envelope on /api/, its message as plain text elsewhere.
+
+    `close`: for a request whose body's end is unknown. The answer is streamed, so of no
+    declared length, which makes Django's server close the connection after it: the rest of
+    the body is never read as a request of its own.
+    """
     if request.path.startswith("/api/"):
-        return JsonResponse(envelope, status=status)
-    return HttpResponse(
-        envelope["error"]["message"], status=status, content_type="text/plain; charset=utf-8"
-    )
+        content, content_type = json.dumps(envelope), "application/json"
+    else:
+        content, content_type = envelope["error"]["message"], "text/plain; charset=utf-8"
+    if close:
+        return StreamingHttpResponse([content], status=status, content_type=content_type)
+    return HttpResponse(content, status=status, content_type=content_type)
 
 
 class RefuseDisallowedHostMiddleware:
@@ -65,17 +75,6 @@ def _chunked(request: HttpRequest) -> bool:
 _LENGTH = re.compile(r"[0-9]+")
 
 
-def _closing(request: HttpRequest, status: int, envelope: dict) -> HttpResponse:
-    """A refusal for a request whose body's end is unknown: streamed, so of no declared
-    length, which makes Django's server close the connection after it; the rest of the body
-    is then never read as a request of its own."""
-    if request.path.startswith("/api/"):
-        content, content_type = json.dumps(envelope), "application/json"
-    else:
-        content, content_type = envelope["error"]["message"], "text/plain; charset=utf-8"
-    return StreamingHttpResponse([content], status=status, content_type=content_type)
-
-
 class BodyFramingMiddleware:
     """A body is read to its end as its sender framed it, or the request is refused.
 
@@ -98,14 +97,12 @@ class BodyFramingMiddleware:
         length = request.META.get("CONTENT_LENGTH")
         if length and not _LENGTH.fullmatch(length):
             message = f"Content-Length {length[:40]!r} is not a count of bytes."
-            return _closing(request, 400, error_body("BAD_REQUEST", message))
+            return _refusal(request, 400, error_body("BAD_REQUEST", message), close=True)
         if not _chunked(request) or not isinstance(request, WSGIRequest):
             return self.get_response(request)  # an ASGI server hands over the whole body
         if not request.META.get("wsgi.input_terminated"):
-            return _closing(request, 411, error_body(
-                "LENGTH_REQUIRED",
-                "This server does not read chunked bodies: send the body with a Content-Length.",
-            ))  # fmt: skip
+            message = "This server does not read chunked bodies: send a Content-Length."
+            return _refusal(request, 411, error_body("LENGTH_REQUIRED", message), close=True)
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         try:
             body = request.META["wsgi.input"].read(limit + 1)
