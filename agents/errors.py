@@ -4,6 +4,11 @@ show them next to the form field or as a message."""
 from __future__ import annotations
 
 
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    """The error envelope of every refusal: `{"error": {"code", "message", "fields"}}`."""
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
 class DomainError(Exception):
     status = 400
     code = "BAD_REQUEST"

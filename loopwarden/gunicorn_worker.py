@@ -21,20 +21,33 @@ It also says `Connection: close` on an answer that leaves more of its request's 
 than gunicorn will drain (`_closing_when_body_left`): a body over the size limit is refused
 before it is read (413), and gunicorn, which drains at most 64 KiB of what an application left,
 otherwise answered "keep-alive" and then closed the connection under the client's next request.
+
+A request gunicorn refuses before the application runs (a request line over 4 KB, headers too
+large, a NUL or control byte in the path or a header, a bad Content-Length, both framing
+headers) is answered, when it was going to `/api/`, with the API's error envelope instead of
+gunicorn's HTML page (`handle_error`): same status, same one log line.
+
 Everything else is gunicorn's worker as it is.
 """
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
+import re
 import select
 import struct
 import time
 
+from gunicorn import util
 from gunicorn.http import parser as _gunicorn_parser
+from gunicorn.http.errors import ParseException
+from gunicorn.http.message import Request
+from gunicorn.http.parser import RequestParser
 from gunicorn.workers.gthread import ThreadWorker
 
+from agents.errors import error_body
 from loopwarden.env import env_int
 from loopwarden.processes import alive
 from loopwarden.startup import one_line_on_config_error
@@ -60,6 +73,10 @@ _DRAINED_BYTES = getattr(_gunicorn_parser, "_DRAIN_MAX_BYTES", 64 * 1024)
 def _left_unread(environ: dict) -> int:
     """The bytes of the request's body nobody read yet (0 when gunicorn does not say)."""
     reader = getattr(environ.get("wsgi.input"), "reader", None)
+    if getattr(reader, "parser", None) is not None:
+        # A chunked body not read to its end: only one over the size limit is left so
+        # (loopwarden.middleware.BodyFramingMiddleware), and how much follows is unknown.
+        return _DRAINED_BYTES + 1
     left = getattr(reader, "length", 0)  # a Content-Length body's reader counts down
     return left if isinstance(left, int) else 0
 
@@ -82,7 +99,97 @@ def _closing_when_body_left(app):
     return closing
 
 
+# A request line whose target is under /api/, in origin form or absolute form.
+_API_TARGET = re.compile(rb"[^ ]* +(?:[A-Za-z][A-Za-z0-9+.-]*://[^/ ]*)?/api/")
+
+# The envelope's code for each status gunicorn refuses with (else its reason, in capitals).
+_CODES = {400: "BAD_REQUEST", 414: "URI_TOO_LONG", 431: "HEADERS_TOO_LARGE", 500: "SERVER_ERROR"}
+
+
+class _RecordingRequest(Request):
+    """gunicorn's request, which tells a refusal while parsing whether it was going to the API."""
+
+    def __init__(self, cfg, unreader, peer_addr, req_number=1):
+        self._line: bytearray | None = None  # the buffer the request line is read into
+        try:
+            super().__init__(cfg, unreader, peer_addr, req_number)
+        except ParseException as exc:
+            exc.to_api = _API_TARGET.match(self._start()) is not None  # type: ignore[attr-defined]
+            raise
+
+    def read_into(self, unreader, buf, stop=False):
+        if self._line is None:
+            self._line = buf
+        super().read_into(unreader, buf, stop)
+
+    def _start(self) -> bytes:
+        if self.uri is not None:  # the request line was split: its target
+            return b"- " + self.uri.encode("latin-1", "replace")
+        return bytes((self._line or b"")[:256])
+
+
+def _to_api(req, exc) -> bool:
+    to_api = getattr(exc, "to_api", None)
+    if to_api is not None:
+        return to_api
+    path = getattr(req, "path", None)
+    return isinstance(path, str) and path.startswith("/api/")
+
+
+class _Page:
+    """Stands for the client's socket while gunicorn writes its error page, to read its status."""
+
+    def __init__(self) -> None:
+        self.written = b""
+
+    def gettimeout(self) -> float:
+        return 0.0
+
+    def sendall(self, data: bytes) -> None:
+        self.written += data
+
+    def status(self) -> tuple[int, str]:
+        line = self.written.split(b"\r\n", 1)[0].decode("latin-1")  # HTTP/1.1 414 URI Too Long
+        _, status, reason = line.split(" ", 2)
+        return int(status), reason
+
+
+def _envelope_page(status: int, reason: str, exc: BaseException) -> bytes:
+    code = _CODES.get(status) or re.sub(r"\W+", "_", reason).upper()
+    message = f"The request could not be read ({reason}): {exc}"[:300]
+    body = json.dumps(error_body(code, message)).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
 class SpreadingThreadWorker(ThreadWorker):
+    def handle(self, conn):
+        if not conn.initialized:
+            init = conn.init
+
+            def init_recording():
+                init()
+                if type(conn.parser) is RequestParser:
+                    conn.parser.mesg_class = _RecordingRequest
+
+            conn.init = init_recording
+        return super().handle(conn)
+
+    def handle_error(self, req, client, addr, exc):
+        """gunicorn's refusal (its status, its log line), in the error envelope on /api/."""
+        if not _to_api(req, exc):
+            return super().handle_error(req, client, addr, exc)
+        page = _Page()
+        super().handle_error(req, page, addr, exc)
+        status, reason = page.status()
+        try:
+            util.write_nonblock(client, _envelope_page(status, reason, exc))
+        except Exception:
+            self.log.debug("Failed to send error message.")
+
     def load_wsgi(self) -> None:
         super().load_wsgi()
         self.wsgi = _closing_when_body_left(self.wsgi)

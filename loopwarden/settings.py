@@ -84,6 +84,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later middleware may read the host (a bad one answers 400 here, in the
+    # API's envelope) or the body (a chunked one is read here, or refused 411; a bad
+    # Content-Length is refused).
+    "loopwarden.middleware.RefuseDisallowedHostMiddleware",
+    "loopwarden.middleware.BodyFramingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "loopwarden.middleware.RefuseUnstorableUrlMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

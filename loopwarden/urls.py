@@ -4,13 +4,16 @@ from django.apps import apps
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
-from django.urls import include, path
+from django.urls import include, path, re_path
 
+from agents.api.fallback import unrouted
 from loopwarden.metrics_endpoint import metrics_view
 
 urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include("agents.api.urls")),
+    # Any other path under /api answers the API's JSON 404 too, never the console's page.
+    re_path(r"^api(?:/.*)?$", unrouted),
     path("django-admin/", admin.site.urls),
     path("", include("console.urls")),
 ]

@@ -13,7 +13,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from agents.errors import DomainError
+from agents.errors import DomainError, error_body
 
 FRAMEWORK_CODES = {
     exceptions.ParseError: "MALFORMED_JSON",
@@ -25,10 +25,6 @@ FRAMEWORK_CODES = {
     exceptions.MethodNotAllowed: "METHOD_NOT_ALLOWED",
     exceptions.Throttled: "THROTTLED",
 }
-
-
-def error_body(code: str, message: str, fields: dict | None = None) -> dict:
-    return {"error": {"code": code, "message": message, "fields": fields or {}}}
 
 
 def _flatten(detail, prefix: str = "") -> dict[str, str]:
@@ -52,23 +48,27 @@ def _flatten(detail, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def body_too_large() -> dict:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # set from LOOPWARDEN_MAX_BODY_BYTES
+    return error_body(
+        "BODY_TOO_LARGE",
+        f"The request body is larger than {limit} bytes (LOOPWARDEN_MAX_BODY_BYTES).",
+        {"body": f"over {limit} bytes"},
+    )
+
+
+def body_timeout() -> dict:
+    return error_body("BODY_TIMEOUT", "The request body did not arrive in full; send it again.")
+
+
 def _body_error(exc) -> Response | None:
     """Django's own errors while reading the body, in the envelope rather than an HTML page."""
     if isinstance(exc, RequestDataTooBig):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # set from LOOPWARDEN_MAX_BODY_BYTES
-        return Response(
-            error_body("BODY_TOO_LARGE",
-                       f"The request body is larger than {limit} bytes "
-                       "(LOOPWARDEN_MAX_BODY_BYTES).", {"body": f"over {limit} bytes"}),
-            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-        )  # fmt: skip
+        return Response(body_too_large(), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, UnreadablePostError):
         # The client declared a body and stalled (the socket's read timeout, see
         # gunicorn.conf.py) or went away: nothing was read, nothing was done.
-        return Response(
-            error_body("BODY_TIMEOUT", "The request body did not arrive in full; send it again."),
-            status=status.HTTP_408_REQUEST_TIMEOUT,
-        )
+        return Response(body_timeout(), status=status.HTTP_408_REQUEST_TIMEOUT)
     return None
 
 

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
 
-from agents.api.errors import error_body
+from agents.errors import error_body
 
 
 def _match(path: str):

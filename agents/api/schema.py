@@ -11,6 +11,7 @@ from drf_spectacular.extensions import (
 )
 from drf_spectacular.plumbing import force_instance
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.renderers import JSONRenderer
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -115,6 +116,13 @@ class SchemaView(SpectacularAPIView):
     """
 
     _generating = threading.Lock()
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        # A refusal (405, 401...) is the JSON error envelope, not the envelope in OpenAPI YAML.
+        if response.status_code >= 400:
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def dispatch(self, request, *args, **kwargs):  # not `get`: that one carries its own schema
         with self._generating:
