@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agents.models import ToolPolicy
+from devtools.secret_samples import SAMPLES
 
 from .helpers import evidence, execute, new_task, request_tool
 
@@ -126,3 +127,32 @@ def test_a_tools_extra_fields_are_matched_like_the_built_in_names():
         "customerRef": "•••",
         "other": "o",
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"), [pytest.param(t, s, id=shape) for shape, t, s in SAMPLES]
+)
+def test_the_policy_masks_every_shape_and_keeps_the_text_around_it(text, secret):
+    from agents.redaction import MASK, redact
+
+    masked = redact(text)
+
+    assert secret not in masked and MASK in masked
+    assert masked.split(MASK)[0] == text.split(secret)[0][: len(masked.split(MASK)[0])]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Reconcile the March invoices for ACME and email the summary to finance",
+        "invoices march 2026 status:open", "2026-03-31T00:00:00Z", "page: 3, per_page=50",
+        "max_tokens=500 at 12:30", "https://example.com/a/b?page=2&sort=due_at",
+        "Note: password reset needed", "fingerprint 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "task 0396d933-7214-44eb-b822-3ee6bc348653", "order INV-2026-000123 for cus_004211",
+        "ThisIsAnOrdinaryCamelCaseIdentifier", "author: Ada Lovelace", "pages: 4",
+    ],
+)  # fmt: skip
+def test_the_policy_leaves_ordinary_text_alone(text):
+    from agents.redaction import redact
+
+    assert redact(text) == text
