@@ -53,7 +53,7 @@ _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # mask the whole match.
 _B64 = r"A-Za-z0-9+/"
 SHAPES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("private key block", ("PRIVATE KEY",),
+    ("PEM private key block", ("PRIVATE KEY",),
      r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY"
      r"(?: BLOCK)?-----|.*)"),
     ("password in a URL", ("://",),
@@ -66,10 +66,11 @@ SHAPES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b"),
     ("Azure storage account key", ("==",), rf"\b[{_B64}]{{86}}==(?![{_B64}=])"),
     ("SendGrid API key", ("SG.",), r"\bSG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}"),
-    ("Slack token", ("xox", "xapp-"), r"\bxox[abposr]-[A-Za-z0-9\-]{10,}|\bxapp-\d-[A-Za-z0-9\-]{10,}"),
+    ("Slack token", ("xox", "xapp-"),
+     r"\bxox[abposr]-[A-Za-z0-9\-]{10,}|\bxapp-\d-[A-Za-z0-9\-]{10,}"),
     ("Stripe key", ("_live_", "_test_", "whsec_"),
      r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9]{24,}"),
-    ("Anthropic or OpenAI API key", ("sk-",),
+    ("OpenAI and Anthropic API keys", ("sk-",),
      r"\bsk-(?:ant-|proj-|svcacct-|admin-|live-|test-)?[A-Za-z0-9_\-]{20,}"),
     ("GitHub token", ("gh", "github_pat_"),
      r"\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),

@@ -126,9 +126,12 @@ def main() -> None:
     print(f"\nshapes found ({len(SAMPLES)} samples: masked, and the secret gone):")
     for name, mask in ways.items():
         missed = [shape for shape, text, secret in SAMPLES if secret in mask(text)]
-        print(f"  {name:28} {len(SAMPLES) - len(missed):2}/{len(SAMPLES)}"
-              + (f"; missed: {', '.join(missed)}" if missed else ""))
-    ordinary = sorted({t for page in pages[:20] for t in _leaves(page)} - {t for _s, t, _x in SAMPLES})
+        print(
+            f"  {name:28} {len(SAMPLES) - len(missed):2}/{len(SAMPLES)}"
+            + (f"; missed: {', '.join(missed)}" if missed else "")
+        )
+    samples = {text for _shape, text, _secret in SAMPLES}
+    ordinary = sorted({text for page in pages[:20] for text in _leaves(page)} - samples)
     print(f"\nordinary texts changed (of {len(ordinary)} distinct secret-free texts):")
     for name, mask in ways.items():
         changed = [text for text in ordinary if mask(text) != text]

@@ -100,9 +100,7 @@ class TaskList(APIView):
         query = selectors.tasks_for(agent=agent, state=state or "", agent_name=agent_name)
         rows, next_link = pagination.newest_first(request, query)
         masks = selectors.redactor(operator=agent is None)
-        return Response(
-            {"tasks": [selectors.task_json(t, masks) for t in rows], "next": next_link}
-        )
+        return Response({"tasks": [selectors.task_json(t, masks) for t in rows], "next": next_link})
 
     @extend_schema(
         operation_id="task_create",

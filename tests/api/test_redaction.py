@@ -62,7 +62,7 @@ def test_the_operator_api_masks_secrets_in_trace_and_ledger(agent_api, operator_
 
 def test_stored_data_stays_intact_for_reuse(agent_api, operator_api):
     task = new_task(agent_api)
-    result = {"receipt": "r-1", "api_key": "ak-9"}
+    result = {"receipt": "r-1", "api_key": "ak-9", "notes": [text for _s, text, _x in SAMPLES]}
     execute(
         agent_api, task["id"], "charge", SECRET_ARGS, "write", operation_key="charge-1",
         result={"kind": "SUCCESS", "data": result, "evidence": evidence(1, committed=True)},
@@ -147,7 +147,8 @@ def test_the_policy_masks_every_shape_and_keeps_the_text_around_it(text, secret)
         "Reconcile the March invoices for ACME and email the summary to finance",
         "invoices march 2026 status:open", "2026-03-31T00:00:00Z", "page: 3, per_page=50",
         "max_tokens=500 at 12:30", "https://example.com/a/b?page=2&sort=due_at",
-        "Note: password reset needed", "fingerprint 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "Note: password reset needed",
+        "fingerprint 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
         "task 0396d933-7214-44eb-b822-3ee6bc348653", "order INV-2026-000123 for cus_004211",
         "ThisIsAnOrdinaryCamelCaseIdentifier", "author: Ada Lovelace", "pages: 4",
     ],
@@ -156,3 +157,12 @@ def test_the_policy_leaves_ordinary_text_alone(text):
     from agents.redaction import redact
 
     assert redact(text) == text
+
+
+def test_the_api_reference_lists_every_shape():
+    from pathlib import Path
+
+    from agents.redaction import SHAPES
+
+    reference = (Path(__file__).resolve().parents[2] / "docs" / "API.md").read_text()
+    assert [name for name, _literals, _pattern in SHAPES if f"| {name} |" not in reference] == []

@@ -28,6 +28,7 @@ from tests.celery.helpers import fake_endpoint
 
 pytestmark = pytest.mark.django_db
 
+
 @pytest.fixture
 def as_operator(make_user):
     client = Client()
