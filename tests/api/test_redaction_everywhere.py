@@ -12,6 +12,7 @@ shows it), and the agent's own stop reason.
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -123,14 +124,31 @@ def test_the_agent_reads_its_own_data_as_it_sent_it(agent_api):
     assert secret in own and secret in trace and secret in ledger, shape
 
 
-def test_the_daily_csv_masks_secret_shaped_names(make_agent, profile, as_operator):
-    """An agent's name is chosen by an admin, but the CSV goes through the policy too: a
-    slug-shaped token pasted as a name is masked like any other text."""
-    token = "xoxb-2576744264-2513893402635-1eb6VH14VK6w35LcoyjRC7Qe"
-    agent, _agent_token = make_agent(token)
+# Shapes whose secret is one only in its context (inside a PEM block, after `Bearer `, after
+# `password: `): alone, as a name, it is an ordinary word.
+IN_CONTEXT = {"PEM private key block", "Bearer token header", "password in name: value text"}
+
+
+def _name_shaped() -> list:
+    """The samples whose secret word is a valid agent name (a slug of at most 64 characters)."""
+    found = []
+    for shape, text, secret in SAMPLES:
+        if shape in IN_CONTEXT:
+            continue
+        word = next((w for w in text.split() if secret in w), "")
+        if re.fullmatch(r"[-a-zA-Z0-9_]{1,64}", word):
+            found.append(pytest.param(word, id=shape))
+    return found
+
+
+@pytest.mark.parametrize("name", _name_shaped())
+def test_the_daily_csv_masks_secret_shaped_names(make_agent, profile, as_operator, name):
+    """Agent and profile names are chosen by an admin, but the CSV goes through the policy
+    too: a token pasted as a name is masked like any other text."""
+    agent, _token = make_agent(name)
     task = task_create(agent=agent, goal="a task")
     runner.model_call_gate(task_id=task.pk, agent=agent)
     rollups.rollup_day(day=timezone.now().date())
 
     csv_text = as_operator.get(reverse("reports-csv")).content.decode()
-    assert_masked("the daily CSV", csv_text, token)
+    assert_masked("the daily CSV", csv_text, name)
