@@ -71,33 +71,39 @@ def test_the_operator_api_masks_every_shape(agent_api, operator_api, text, secre
     task = written_everywhere(agent_api, text)
     operation = operator_api.get("operations").body["operations"][0]
 
-    for path in (
-        "tasks", f"tasks/{task.id}", f"tasks/{task.id}/trace", "operations",
-        f"operations/{operation['id']}", "audit?everyone=true",
+    # Each endpoint, and what it shows of the agent's texts around the masked secret.
+    for path, shown in (
+        ("tasks", ["Goal: ", "found "]), (f"tasks/{task.id}", ["Goal: ", "send "]),
+        (f"tasks/{task.id}/trace", ["send ", "giving up: "]), ("operations", ["send "]),
+        (f"operations/{operation['id']}", ["send "]), ("audit?everyone=true", ["giving up: "]),
     ):  # fmt: skip
         answer = operator_api.get(path)
         assert answer.status_code == 200, answer.body
-        assert_masked(f"GET {path}", json.dumps(answer.body, ensure_ascii=False), secret)
+        body = json.dumps(answer.body, ensure_ascii=False)
+        assert_masked(f"GET {path}", body, secret)
+        assert [word for word in shown if word not in body] == [], path
 
 
 @pytest.mark.parametrize(("text", "secret"), SHAPES)
 def test_the_console_masks_every_shape(agent_api, as_operator, text, secret):
     task = written_everywhere(agent_api, text)
+    # Each place, and what it shows of the agent's texts around the masked secret.
     pages = {
-        "dashboard": reverse("dashboard"),
-        "task page": reverse("task", args=[task.id]),
-        "timeline": reverse("task-timeline", args=[task.id]),
-        "live panel": reverse("task-live", args=[task.id]),
-        "reconcile queue": reverse("reconcile"),
-        "audit log": reverse("audit") + "?everyone=on",
-        "report.json": reverse("task-report", args=[task.id]),
+        "dashboard": (reverse("dashboard"), ["Goal: "]),
+        "task page": (reverse("task", args=[task.id]), ["Goal: ", "send ", "giving up: "]),
+        "timeline": (reverse("task-timeline", args=[task.id]), ["send "]),
+        "live panel": (reverse("task-live", args=[task.id]), ["found "]),
+        "reconcile queue": (reverse("reconcile"), ["Goal: ", "send "]),
+        "audit log": (reverse("audit") + "?everyone=on", ["giving up: "]),
+        "report.json": (reverse("task-report", args=[task.id]), ["found ", "send "]),
     }
-    for where, url in pages.items():
+    for where, (url, shown) in pages.items():
         page = as_operator.get(url)
         assert page.status_code == 200, where
         is_json = page["Content-Type"].startswith("application/json")
         body = json.dumps(page.json(), ensure_ascii=False) if is_json else page.content.decode()
         assert_masked(where, body, secret)
+        assert [word for word in shown if word not in body] == [], where
 
 
 @pytest.mark.parametrize(("text", "secret"), SHAPES)
