@@ -201,12 +201,11 @@ class RedactionPolicy:
 
     def apply(self, value: Any) -> Any:
         if isinstance(value, dict):
-            return {
-                self.mask_text(key) if isinstance(key, str) else key: MASK
-                if self.secret_key(key)
-                else self.apply(item)
-                for key, item in value.items()
-            }
+            masked = {}
+            for key, item in value.items():
+                shown = self.mask_text(key) if isinstance(key, str) else key  # a key may be one
+                masked[shown] = MASK if self.secret_key(key) else self.apply(item)
+            return masked
         if isinstance(value, list):
             return [self.apply(item) for item in value]
         if isinstance(value, str):
