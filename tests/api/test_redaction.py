@@ -166,3 +166,10 @@ def test_the_api_reference_lists_every_shape():
 
     reference = (Path(__file__).resolve().parents[2] / "docs" / "API.md").read_text()
     assert [name for name, _literals, _pattern in SHAPES if f"| {name} |" not in reference] == []
+
+
+def test_a_key_that_holds_a_secret_is_masked_too():
+    from agents.redaction import MASK, redact
+
+    token = "ghp_TuNr7kbQKX6pnNte9l8LhxdBDd8GzEOo8Omo"
+    assert redact({f"repo {token}": "ok"}) == {f"repo {MASK}": "ok"}
