@@ -158,3 +158,23 @@ def test_the_daily_csv_masks_secret_shaped_names(make_agent, profile, as_operato
 
     csv_text = as_operator.get(reverse("reports-csv")).content.decode()
     assert_masked("the daily CSV", csv_text, name)
+
+
+@pytest.mark.parametrize(("text", "secret"), SHAPES)
+def test_answers_naming_an_operation_mask_its_key(agent_api, operator_api, as_operator, text,
+                                                  secret):  # fmt: skip
+    """A refused resume names the operations to reconcile; a recorded verdict names its key."""
+    task = written_everywhere(agent_api, text)
+    operation = operator_api.get("operations").body["operations"][0]
+
+    refused = operator_api.post(f"tasks/{task.id}/resume", {"reason": "try again"})
+    url = reverse("operation-reconcile", args=[operation["id"]])
+    prefix = f"op{operation['id']}"
+    verdict = {f"{prefix}-verdict": "NOT_COMMITTED", f"{prefix}-note": "checked the provider"}
+    toast = as_operator.post(url, verdict, HTTP_HX_REQUEST="true")
+
+    assert refused.status_code == 409, refused.body
+    assert_masked("the refused resume", json.dumps(refused.body, ensure_ascii=False), secret)
+    assert toast.status_code == 200
+    shown = json.dumps(dict(toast.headers), ensure_ascii=False) + toast.content.decode()
+    assert_masked("the verdict's answer", shown, secret)
