@@ -163,7 +163,8 @@ def test_the_daily_csv_masks_secret_shaped_names(make_agent, profile, as_operato
 @pytest.mark.parametrize(("text", "secret"), SHAPES)
 def test_answers_naming_an_operation_mask_its_key(agent_api, operator_api, as_operator, text,
                                                   secret):  # fmt: skip
-    """A refused resume names the operations to reconcile; a recorded verdict names its key."""
+    """A refused resume names the operations to reconcile; a recorded verdict names its key, and
+    so does a verdict refused because one was recorded already."""
     task = written_everywhere(agent_api, text)
     operation = operator_api.get("operations").body["operations"][0]
 
@@ -172,9 +173,14 @@ def test_answers_naming_an_operation_mask_its_key(agent_api, operator_api, as_op
     prefix = f"op{operation['id']}"
     verdict = {f"{prefix}-verdict": "NOT_COMMITTED", f"{prefix}-note": "checked the provider"}
     toast = as_operator.post(url, verdict, HTTP_HX_REQUEST="true")
+    again = operator_api.post(
+        f"operations/{operation['id']}/reconcile", {"verdict": "COMMITTED", "note": "again"}
+    )
 
     assert refused.status_code == 409, refused.body
     assert_masked("the refused resume", json.dumps(refused.body, ensure_ascii=False), secret)
     assert toast.status_code == 200
     shown = json.dumps(dict(toast.headers), ensure_ascii=False) + toast.content.decode()
     assert_masked("the verdict's answer", shown, secret)
+    assert again.status_code == 409, again.body
+    assert_masked("the refused verdict", json.dumps(again.body, ensure_ascii=False), secret)
