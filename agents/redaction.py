@@ -72,6 +72,8 @@ SHAPES: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9]{24,}"),
     ("OpenAI and Anthropic API keys", ("sk-",),
      r"\bsk-(?:ant-|proj-|svcacct-|admin-|live-|test-)?[A-Za-z0-9_\-]{20,}"),
+    ("sk/pk/rk-prefixed key", ("sk_", "sk-", "pk_", "pk-", "rk_", "rk-"),
+     r"\b(?:sk|pk|rk)[-_](?:live|test|proj)?[-_]?[A-Za-z0-9_\-]{16,}"),
     ("GitHub token", ("gh", "github_pat_"),
      r"\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
     ("GitLab token", ("gl",),
