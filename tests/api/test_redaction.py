@@ -177,7 +177,11 @@ def test_a_key_that_holds_a_secret_is_masked_too():
 
 @pytest.mark.parametrize(
     "key",
-    ["rk_Xp9aB3kLm7QwZt2VnR5c", "pk-live-abcdefghijklmnop12", "sk_9f8e7d6c5b4a39281706f5e4d3c2b1a0"],
+    [
+        "rk_Xp9aB3kLm7QwZt2VnR5c",
+        "pk-live-abcdefghijklmnop12",
+        "sk_9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    ],
 )
 def test_keys_with_an_sk_pk_or_rk_prefix_are_masked_whatever_the_vendor(key):
     from agents.redaction import MASK, redact
