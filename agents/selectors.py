@@ -64,6 +64,10 @@ class Redactor:
     def apply(self, value, tool: str = ""):
         return self.policy(tool).apply(value)
 
+    def text(self, value: str | None) -> str | None:
+        """A text an agent wrote (a goal, an operation key, a reason), masked."""
+        return DEFAULT.mask_text(value) if value else value
+
     def tool_calls(self, calls):
         """A model call's requested tool calls, each masked by its own tool's policy."""
         if not isinstance(calls, list):
@@ -82,6 +86,9 @@ class _Verbatim(Redactor):
     def apply(self, value, tool: str = ""):
         return value
 
+    def text(self, value: str | None) -> str | None:
+        return value
+
     def tool_calls(self, calls):
         return calls
 
@@ -90,14 +97,15 @@ def redactor(*, operator: bool) -> Redactor:
     return Redactor() if operator else _Verbatim()
 
 
-def task_json(task: Task) -> dict:
+def task_json(task: Task, masks: Redactor | None = None) -> dict:
+    masks = masks or _Verbatim()
     state = to_state(task)
     return {
         "id": str(task.pk),
         "agent": task.agent.name,
-        "goal": task.goal,
-        "external_ref": task.external_ref,
-        "trigger_key": task.trigger_key,
+        "goal": masks.text(task.goal),
+        "external_ref": masks.text(task.external_ref),
+        "trigger_key": masks.text(task.trigger_key),
         "profile": task.profile.name if task.profile_id else None,
         "state": task.state,
         "reason": task.reason or None,
@@ -111,7 +119,7 @@ def task_json(task: Task) -> dict:
         "deadline_at": task.deadline_at.isoformat(),
         "created_at": task.created_at.isoformat(),
         "updated_at": task.updated_at.isoformat(),
-        "report": task.report,
+        "report": masks.apply(task.report),
     }
 
 
@@ -190,7 +198,7 @@ def model_call_json(call: ModelCall, masks: Redactor | None = None) -> dict:
     masks = masks or _Verbatim()
     return {
         "type": "model_call", "id": call.pk, "seq": call.seq, "phase": call.phase,
-        "round": call.round, "model": call.model, "decision": call.decision,
+        "round": call.round, "model": masks.text(call.model), "decision": call.decision,
         "reason": call.reason or None, "reserved_cost": str(call.reserved_cost),
         "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
         "cost": str(call.cost) if call.cost is not None else None,
@@ -205,8 +213,9 @@ def tool_call_json(call: ToolCall, masks: Redactor | None = None) -> dict:
     return {
         "type": "tool_call", "id": call.pk, "seq": call.seq, "phase": call.phase,
         "tool": call.tool, "args": masks.apply(call.args, call.tool), "effect": call.effect,
-        "operation_key": call.operation_key or None, "job_id": call.job_id or None,
-        "call_id": call.call_id or None, "model_call": call.model_call_id,
+        "operation_key": masks.text(call.operation_key) or None,
+        "job_id": masks.text(call.job_id) or None, "call_id": masks.text(call.call_id) or None,
+        "model_call": call.model_call_id,
         "fingerprint": call.fingerprint, "decision": call.decision,
         "reason": call.reason or None, "result_kind": call.result_kind or None,
         "result_decision": call.result_decision or None,
@@ -222,7 +231,7 @@ def event_json(event: Event, masks: Redactor | None = None) -> dict:
     masks = masks or _Verbatim()
     return {
         "type": "event", "id": event.pk, "kind": event.kind, "phase": event.phase,
-        "actor": event.actor, "reason": event.reason, "code": event.code or None,
+        "actor": event.actor, "reason": masks.text(event.reason), "code": event.code or None,
         "detail": masks.apply(event.detail), "created_at": event.created_at.isoformat(),
     }  # fmt: skip
 
@@ -294,7 +303,7 @@ def operation_json(
     body = {
         "id": operation.pk,
         "namespace": operation.namespace,
-        "key": operation.operation_key,
+        "key": masks.text(operation.operation_key),
         "tool": operation.tool,
         "args": masks.apply(operation.args, tool),
         "fingerprint": operation.fingerprint,
@@ -312,7 +321,7 @@ def operation_json(
             {
                 "verdict": r.verdict,
                 "previous_state": r.previous_state,
-                "note": r.note,
+                "note": masks.text(r.note),
                 "result": masks.apply(r.result, tool),
                 "evidence": masks.apply(r.evidence, tool),
                 "actor": r.actor,

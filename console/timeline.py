@@ -304,7 +304,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
     masks = Redactor()
     for call in ModelCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
         asks = ", ".join(
-            storable.printable(str(c.get("name", "?")))
+            DEFAULT.mask_text(storable.printable(str(c.get("name", "?"))))
             for c in (call.tool_calls or [])
             if isinstance(c, dict)
         )

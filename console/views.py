@@ -22,6 +22,7 @@ from agents.errors import DomainError
 from agents.guard import core, terms
 from agents.guard.report import resume_condition
 from agents.models import Agent, Task
+from agents.redaction import redact
 from agents.services import operator
 from agents.taskrow import to_state
 from console import access, budgets, queries
@@ -106,7 +107,7 @@ def task_context(request, task: Task, **forms) -> dict:
         "history": history,
         "history_total": history_total,
         "timeline": timeline(task, trace_page),
-        "report_json": json.dumps(task.report, indent=2) if task.report else "",
+        "report_json": json.dumps(redact(task.report), indent=2) if task.report else "",
         "stop_form": forms.get("stop_form") or StopForm(),
         "resume_form": forms.get("resume_form") or ResumeForm(),
         "can_stop": request.user.has_perm(access.STOP_TASK),
@@ -206,8 +207,10 @@ def task_report(request, task_id):
     task = _task(task_id)
     if not task.report:
         return JsonResponse({"error": "The task has no stop report yet."}, status=404)
-    # Reported text as the agent sent it (ASCII escapes: a lone surrogate stays valid JSON).
-    response = JsonResponse(storable.decode(task.report), json_dumps_params={"indent": 2})
+    # Reported text as the agent sent it (ASCII escapes: a lone surrogate stays valid JSON),
+    # masked by the redaction policy: the download is an operator's read.
+    report = redact(storable.decode(task.report))
+    response = JsonResponse(report, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="loopwarden-report-{task.pk}.json"'
     return response
 

@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
 from agents.errors import DomainError
+from agents.redaction import redact
 from agents.selectors import Redactor
 from agents.services.operator import actor_name
 from console import access, queries
@@ -56,7 +57,7 @@ def operation_reconcile(request, operation_id):
             verdict = form.cleaned_data["verdict"]
             return access.done(
                 request,
-                f"{operation.operation_key}: recorded {verdict}.",
+                f"{redact(operation.operation_key)}: recorded {verdict}.",
                 partial="console/_operation_card.html",
                 context={
                     **_card(operation),

@@ -19,6 +19,7 @@ from django.views.decorators.vary import vary_on_headers
 from agents import reports, result_advice
 from agents.errors import DomainError
 from agents.models import Agent
+from agents.redaction import redact
 from agents.services import policies
 from console.access import (
     CHANGE_TOOL_POLICY,
@@ -203,7 +204,7 @@ def daily_report_csv(request: HttpRequest) -> HttpResponse:
                      "cost", "trips", *reports.TRIP_CODES])  # fmt: skip
     for row in reports.rollup_rows(days=days, agent=agent):
         writer.writerow([
-            row.day.isoformat(), row.agent.name, row.profile, row.model_calls,
+            row.day.isoformat(), redact(row.agent.name), redact(row.profile), row.model_calls,
             row.tool_executions, row.tokens, f"{row.cost:.6f}", row.trips_total,
             *(row.trips.get(code, 0) for code in reports.TRIP_CODES),
         ])  # fmt: skip

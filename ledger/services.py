@@ -21,6 +21,7 @@ from django.utils import timezone
 from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import terms
 from agents.models import Agent, Event, Task, ToolCall
+from agents.redaction import redact
 from agents.taskrow import LockProbe, apply_state, lock_task, release_execution, to_state
 from agents.text import blank
 from ledger.models import Operation, Reconciliation
@@ -289,13 +290,13 @@ def operation_reconcile(
             raise NotFound("No such operation.", code="OPERATION_NOT_FOUND") from None
         if claim is not None and operation.attempts != claim:
             raise Conflict(
-                f"Operation {operation.operation_key} was claimed again since this verdict "
+                f"Operation {redact(operation.operation_key)} was claimed again since this verdict "
                 "was asked for.",
                 code="OPERATION_CHANGED",
             )
         if not waits_for_verdict(operation, now):
             raise Conflict(
-                f"Operation {operation.operation_key} is {operation.state}; only UNKNOWN "
+                f"Operation {redact(operation.operation_key)} is {operation.state}; only UNKNOWN "
                 "operations are reconciled.",
                 code="OPERATION_NOT_UNKNOWN",
             )

@@ -99,7 +99,8 @@ class TaskList(APIView):
         agent_name = request.query_params.get("agent", "")
         query = selectors.tasks_for(agent=agent, state=state or "", agent_name=agent_name)
         rows, next_link = pagination.newest_first(request, query)
-        return Response({"tasks": [selectors.task_json(t) for t in rows], "next": next_link})
+        masks = selectors.redactor(operator=agent is None)
+        return Response({"tasks": [selectors.task_json(t, masks) for t in rows], "next": next_link})
 
     @extend_schema(
         operation_id="task_create",
@@ -127,7 +128,8 @@ class TaskDetail(APIView):
         responses=r.answers({200: r.Task}),
     )
     def get(self, request, task_id):
-        return Response(selectors.task_json(visible_task(request, task_id)))
+        masks = selectors.redactor(operator=agent_of(request) is None)
+        return Response(selectors.task_json(visible_task(request, task_id), masks))
 
 
 class TaskTrace(APIView):
@@ -326,7 +328,7 @@ class TaskStop(APIView):
             task, _stopped = operator.task_stop(task_id=task_id, user=request.user, **data)
         else:
             task, _stopped = operator.task_stop(task_id=task_id, agent=agent, **data)
-        return Response(selectors.task_json(task))
+        return Response(selectors.task_json(task, selectors.redactor(operator=agent is None)))
 
 
 class TaskResume(APIView):
@@ -350,7 +352,7 @@ class TaskResume(APIView):
         task = operator.task_resume(
             task_id=task_id, user=request.user, reason=data["reason"], grant=data.get("grant")
         )
-        return Response(selectors.task_json(task))
+        return Response(selectors.task_json(task, selectors.redactor(operator=True)))
 
 
 class TaskLimits(APIView):
@@ -370,4 +372,4 @@ class TaskLimits(APIView):
         task = operator.task_set_limits(
             task_id=task_id, user=request.user, changes=data, reason=reason
         )
-        return Response(selectors.task_json(task))
+        return Response(selectors.task_json(task, selectors.redactor(operator=True)))

@@ -22,6 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from agents.models import Notification, Task
+from agents.redaction import redact
 from ledger.selectors import unresolved_operations
 
 log = logging.getLogger("loopwarden.jobs")
@@ -50,9 +51,11 @@ def task_url(task_id: uuid.UUID | str) -> str:
 
 
 def notification_payload(task: Task, phase: int, kind: str) -> dict[str, Any]:
-    """The webhook's JSON body (also the source of the email text)."""
+    """The webhook's JSON body (also the source of the email text). What the agent wrote (the
+    goal, operation keys, the resume condition naming them) is masked by the redaction
+    policy: operators read it."""
     open_operations = [
-        {"key": op.operation_key, "tool": op.tool, "state": op.state}
+        {"key": redact(op.operation_key), "tool": op.tool, "state": op.state}
         for op in unresolved_operations(task)
     ]
     return {
@@ -61,13 +64,13 @@ def notification_payload(task: Task, phase: int, kind: str) -> dict[str, Any]:
         "url": task_url(task.pk),
         "agent": task.agent.name,
         "profile": task.profile.name if task.profile is not None else None,
-        "goal": task.goal,
+        "goal": redact(task.goal),
         "phase": phase,
         "state": task.state,
         "reason": task.reason or None,
         "code": task.code,
         "operations": open_operations,
-        "resume_condition": (task.report or {}).get("resume_condition"),
+        "resume_condition": redact((task.report or {}).get("resume_condition")),
         "sent_at": timezone.now().isoformat(),
     }
 

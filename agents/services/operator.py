@@ -16,6 +16,7 @@ from django.utils import timezone
 from agents.errors import BadInput, Conflict, Forbidden, NotFound
 from agents.guard import core, terms
 from agents.models import Agent, Event, Phase, Task
+from agents.redaction import redact
 from agents.services import hooks, stops
 from agents.taskrow import apply_state, lock_task, to_state
 from agents.text import blank
@@ -144,7 +145,8 @@ def task_resume(
     now = timezone.now()
     with transaction.atomic():
         task = lock_task(task_id)
-        open_ops = list(unresolved_operations(task).values_list("operation_key", flat=True))
+        # Only operators resume, so the refusal names the keys as operators read them.
+        open_ops = redact(list(unresolved_operations(task).values_list("operation_key", flat=True)))
         if open_ops:
             raise Conflict(
                 "Reconcile these operations before resuming: " + ", ".join(open_ops),

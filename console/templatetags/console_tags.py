@@ -9,6 +9,7 @@ from django import template
 from django.utils import timezone
 
 from agents import storable
+from agents.redaction import redact
 from agents.selectors import Redactor
 from console import words
 from console.forms import money_text
@@ -79,6 +80,13 @@ def who(actor: str) -> str:
 def short_args(value, tool: str = "") -> str:
     """Args or a result on one line, masked by the redaction policy (with `tool`'s fields)."""
     return args_text(value, Redactor().policy(tool or ""))
+
+
+@register.filter
+def redacted(value):
+    """Text an agent wrote (a goal, an operation key, a reason), masked by the redaction
+    policy; a list (the report's `completed`) item by item."""
+    return redact(value)
 
 
 @register.filter

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agents.models import ToolPolicy
+from devtools.secret_samples import SAMPLES
 
 from .helpers import evidence, execute, new_task, request_tool
 
@@ -61,7 +62,7 @@ def test_the_operator_api_masks_secrets_in_trace_and_ledger(agent_api, operator_
 
 def test_stored_data_stays_intact_for_reuse(agent_api, operator_api):
     task = new_task(agent_api)
-    result = {"receipt": "r-1", "api_key": "ak-9"}
+    result = {"receipt": "r-1", "api_key": "ak-9", "notes": [text for _s, text, _x in SAMPLES]}
     execute(
         agent_api, task["id"], "charge", SECRET_ARGS, "write", operation_key="charge-1",
         result={"kind": "SUCCESS", "data": result, "evidence": evidence(1, committed=True)},
@@ -126,3 +127,63 @@ def test_a_tools_extra_fields_are_matched_like_the_built_in_names():
         "customerRef": "•••",
         "other": "o",
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"), [pytest.param(t, s, id=shape) for shape, t, s in SAMPLES]
+)
+def test_the_policy_masks_every_shape_and_keeps_the_text_around_it(text, secret):
+    from agents.redaction import MASK, redact
+
+    masked = redact(text)
+
+    assert secret not in masked and MASK in masked
+    assert masked.split(MASK)[0] == text.split(secret)[0][: len(masked.split(MASK)[0])]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Reconcile the March invoices for ACME and email the summary to finance",
+        "invoices march 2026 status:open", "2026-03-31T00:00:00Z", "page: 3, per_page=50",
+        "max_tokens=500 at 12:30", "https://example.com/a/b?page=2&sort=due_at",
+        "Note: password reset needed",
+        "fingerprint 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "task 0396d933-7214-44eb-b822-3ee6bc348653", "order INV-2026-000123 for cus_004211",
+        "ThisIsAnOrdinaryCamelCaseIdentifier", "author: Ada Lovelace", "pages: 4",
+    ],
+)  # fmt: skip
+def test_the_policy_leaves_ordinary_text_alone(text):
+    from agents.redaction import redact
+
+    assert redact(text) == text
+
+
+def test_the_api_reference_lists_every_shape():
+    from pathlib import Path
+
+    from agents.redaction import SHAPES
+
+    reference = (Path(__file__).resolve().parents[2] / "docs" / "API.md").read_text()
+    assert [name for name, _literals, _pattern in SHAPES if f"| {name} |" not in reference] == []
+
+
+def test_a_key_that_holds_a_secret_is_masked_too():
+    from agents.redaction import MASK, redact
+
+    token = "ghp_TuNr7kbQKX6pnNte9l8LhxdBDd8GzEOo8Omo"
+    assert redact({f"repo {token}": "ok"}) == {f"repo {MASK}": "ok"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "rk_Xp9aB3kLm7QwZt2VnR5c",
+        "pk-live-abcdefghijklmnop12",
+        "sk_9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+    ],
+)
+def test_keys_with_an_sk_pk_or_rk_prefix_are_masked_whatever_the_vendor(key):
+    from agents.redaction import MASK, redact
+
+    assert redact(f"use {key} ok") == f"use {MASK} ok"
