@@ -12,6 +12,8 @@ from drf_spectacular.extensions import (
 from drf_spectacular.plumbing import force_instance
 from drf_spectacular.views import SpectacularAPIView
 
+from agents.guard import keys
+
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "agents.api.auth.BearerTokenAuthentication"
@@ -56,6 +58,16 @@ class ConstFieldScheme(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "string", "enum": [self.target.value]}
+
+
+class OperationKeyScheme(OpenApiSerializerFieldExtension):
+    """An operation key's schema says which characters it may not hold, as a pattern."""
+
+    target_class = "agents.api.fields.OperationKey"
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        return {**schema, "pattern": keys.PATTERN}
 
 
 API_REFERENCE = """\
