@@ -148,7 +148,7 @@ class MoneyField(models.DecimalField):
 
 
 class Money(_OfDomain, MoneyField):
-    """An amount of money that is never negative (spent, reserved, a call's cost)."""
+    """An amount of money that is never negative (spent, reserved)."""
 
     domain = MONEY
 

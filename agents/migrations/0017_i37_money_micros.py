@@ -29,7 +29,7 @@ COLUMNS = {
     "agents_task": [("cost_spent", "task", True, False), ("cost_reserved", "task", True, False)],
     "agents_agentday": [("spent", "agentday", True, False), ("reserved", "agentday", True, False)],
     "agents_modelcall": [
-        ("reserved_cost", "modelcall", True, False), ("cost", "modelcall", True, True),
+        ("reserved_cost", "modelcall", False, False), ("cost", "modelcall", False, True),
     ],
     "agents_limitprofile": [("max_cost", "limitprofile", False, False)],
     "agents_agent": [("daily_cost_cap", "agent", False, True)],
@@ -39,8 +39,6 @@ COLUMNS = {
     ],
     "agents_dailyrollup": [("cost", "dailyrollup", False, False)],
 }  # fmt: skip
-# Before this migration a model call's money was plain numeric(14, 6), not of the domain.
-WAS_OF_DOMAIN = {"agents_task", "agents_agentday"}
 
 
 def _postgresql(apps, schema_editor, *, to_micros: bool) -> None:
@@ -54,7 +52,6 @@ def _postgresql(apps, schema_editor, *, to_micros: bool) -> None:
         changes = []
         for column, _model, domain, _null in columns:
             name = quote(column)
-            domain = domain if to_micros else table in WAS_OF_DOMAIN
             scaled = (
                 f"round({name} * {SCALE})::bigint" if to_micros else f"{name}::numeric / {SCALE}"
             )
@@ -66,9 +63,9 @@ def _postgresql(apps, schema_editor, *, to_micros: bool) -> None:
 
 def _sqlite(apps, schema_editor, *, to_micros: bool) -> None:
     """Scale each value; going forward, also rebuild each table as its model now says (Django's
-    own rebuild of a changed column: the columns are declared bigint, and a call's money gets
-    its CHECK). SQLite gives a column declared bigint the affinity of one declared decimal
-    (they differ only in a CAST), so going back only divides."""
+    own rebuild of a changed column), so the columns are declared bigint as in a new database.
+    SQLite gives a column declared bigint the affinity of one declared decimal (they differ
+    only in a CAST), so going back only divides."""
     quote = schema_editor.quote_name
     for table, columns in COLUMNS.items():
         for column, *_ in columns:
@@ -129,14 +126,14 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name="modelcall",
                     name="cost",
-                    field=agents.domains.Money(
+                    field=agents.domains.MoneyField(
                         blank=True, decimal_places=6, max_digits=14, null=True
                     ),
                 ),
                 migrations.AlterField(
                     model_name="modelcall",
                     name="reserved_cost",
-                    field=agents.domains.Money(
+                    field=agents.domains.MoneyField(
                         decimal_places=6, default=Decimal("0"), max_digits=14
                     ),
                 ),
