@@ -61,13 +61,14 @@ class ConstFieldScheme(OpenApiSerializerFieldExtension):
 
 
 class OperationKeyScheme(OpenApiSerializerFieldExtension):
-    """An operation key's schema says which characters it may not hold, as a pattern."""
+    """An operation key's schema says which characters it may not hold: `not` a pattern that
+    finds one."""
 
     target_class = "agents.api.fields.OperationKey"
 
     def map_serializer_field(self, auto_schema, direction):
         schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
-        return {**schema, "pattern": keys.PATTERN}
+        return {**schema, "not": {"pattern": keys.REFUSED_PATTERN}}
 
 
 API_REFERENCE = """\

@@ -21,10 +21,10 @@ _INVISIBLE = (
     "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
     "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
-_REFUSED = re.compile(f"[{_INVISIBLE}]")
-# The same rule as a JSON Schema pattern of a key that is not empty (ECMA-262: `$` is only the
-# end of the text).
-PATTERN = f"^[^{_INVISIBLE}]+$"
+# A pattern any refused key matches somewhere (for a JSON Schema `not`: unanchored, so it
+# means the same to ECMA-262 and to Python, whatever they make of `$`).
+REFUSED_PATTERN = f"[{_INVISIBLE}]"
+_REFUSED = re.compile(REFUSED_PATTERN)
 
 
 class InvalidOperationKey(ValueError):
