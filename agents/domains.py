@@ -21,13 +21,17 @@ suite. Django's migrations do not see a domain's rule change by themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from django.db import models
 
 from agents.guard import terms
 
+# Money in Python: a Decimal of at most 14 digits, 6 of them after the point (forms, the admin
+# and the API's fields bound it so).
 MONEY_DIGITS = {"max_digits": 14, "decimal_places": 6}
+_MONEY_UNIT = Decimal(1).scaleb(-MONEY_DIGITS["decimal_places"])  # one millionth
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,7 @@ def _states(name: str, values: tuple[str, ...], length: int) -> Domain:
 COUNT = Domain("lw_count", "integer", "VALUE >= 0")
 BIG_COUNT = Domain("lw_bigcount", "bigint", "VALUE >= 0")
 PHASE = Domain("lw_phase", "integer", "VALUE >= 1")
-MONEY = Domain(
-    "lw_money", "numeric({max_digits}, {decimal_places})".format(**MONEY_DIGITS), "VALUE >= 0"
-)
+MONEY = Domain("lw_money", "bigint", "VALUE >= 0")
 TASK_STATE = _states("lw_task_state", terms.TASK_STATES, 12)
 OPERATION_STATE = _states("lw_operation_state", terms.OPERATION_STATES, 14)
 
@@ -106,13 +108,49 @@ class PhaseNumber(_OfDomain, models.PositiveIntegerField):
     domain = PHASE
 
 
-class Money(_OfDomain, models.DecimalField):
-    """An amount of money that is never negative (spent, reserved), to the domain's digits."""
+def to_micros(amount: Decimal | int | str) -> int:
+    """An amount of money as the whole number of millionths its column holds (rounded half
+    to even at the sixth place, as a decimal column rounds)."""
+    exact = amount if isinstance(amount, Decimal) else Decimal(amount)
+    return int(exact.quantize(_MONEY_UNIT, rounding=ROUND_HALF_EVEN).scaleb(6))
 
-    domain = MONEY
+
+def from_micros(micros: int | Decimal) -> Decimal:
+    """The amount a column's whole number of millionths stands for, to six places."""
+    return Decimal(micros).scaleb(-6).quantize(_MONEY_UNIT)
+
+
+class MoneyField(models.DecimalField):
+    """An amount of money: a Decimal to six places in Python (forms, the admin, the API see a
+    decimal field), and in the column a whole number of millionths (`bigint`).
+
+    Integers are exact on every database: SQLite keeps a number with a fraction as a binary
+    float, so sums and the in-place updates of the agent's day (`spent = spent + ...`) drifted
+    in the last places, and a release could leave a reservation a hair below zero. The
+    internal type is the column's, so no database reads it as a decimal of its own.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{**kwargs, **MONEY_DIGITS})
+
+    def get_internal_type(self) -> str:
+        return "BigIntegerField"
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if not prepared:
+            value = self.get_prep_value(value)
+        if value is None or hasattr(value, "as_sql"):
+            return value
+        return to_micros(value)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Decimal | None:
+        return None if value is None else from_micros(value)
+
+
+class Money(_OfDomain, MoneyField):
+    """An amount of money that is never negative (spent, reserved)."""
+
+    domain = MONEY
 
 
 class _OneOf(_OfDomain, models.CharField):
@@ -125,7 +163,7 @@ class _OneOf(_OfDomain, models.CharField):
 
 
 class TaskState(_OneOf):
-    """A task's state (DESIGN.md's six)."""
+    """A task's state: one of the six."""
 
     domain = TASK_STATE
 

@@ -17,14 +17,13 @@ from django.db import connections, models, transaction
 from django.db.models import Q, signals
 from django.db.models.base import ModelState
 
-from agents.domains import MONEY_DIGITS, BigCount, Count, Money, PhaseNumber, TaskState
+from agents.domains import BigCount, Count, Money, MoneyField, PhaseNumber, TaskState
 from agents.guard import terms
 from agents.guard.limits import PROFILE_DEFAULTS
 
 REASON_CHOICES = [(r, r) for r in terms.REASONS]
 DECISION_CHOICES = [(d, d) for d in terms.DECISIONS]
 EFFECT_CHOICES = [(terms.READ, terms.READ), (terms.WRITE, terms.WRITE)]
-MONEY = MONEY_DIGITS  # every amount of money, to the same digits
 
 
 # Every limit's default, defined once: the guard core's `Limits` (and, for the two
@@ -131,7 +130,7 @@ class LimitProfile(models.Model):
         default=DEFAULTS.deadline_seconds, validators=[MinValueValidator(1)]
     )
     max_tokens = models.PositiveBigIntegerField(default=DEFAULTS.max_tokens)
-    max_cost = models.DecimalField(default=DEFAULTS.max_cost, **MONEY)
+    max_cost = MoneyField(default=DEFAULTS.max_cost)
     progress_mode = models.CharField(
         max_length=8,
         default=DEFAULTS.progress_mode,
@@ -186,7 +185,7 @@ class Agent(ReadOften):
     default_profile = models.ForeignKey(
         LimitProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    daily_cost_cap = models.DecimalField(null=True, blank=True, **MONEY)
+    daily_cost_cap = MoneyField(null=True, blank=True)
     # Profiles an admin granted the agent besides its default: any other one answers 403
     # PROFILE_NOT_ALLOWED at task creation, so an agent cannot loosen its own guard.
     allowed_profiles = models.ManyToManyField(
@@ -428,11 +427,11 @@ class ModelCall(ReadOften):
     reason = models.CharField(max_length=32, blank=True)
     est_prompt_tokens = Count(default=0)
     max_output_tokens = Count(default=0)
-    reserved_cost = models.DecimalField(default=Decimal("0"), **MONEY)
+    reserved_cost = MoneyField(default=Decimal("0"))
     reserved_tokens = BigCount(default=0)
     prompt_tokens = Count(null=True, blank=True)
     completion_tokens = Count(null=True, blank=True)
-    cost = models.DecimalField(null=True, blank=True, **MONEY)
+    cost = MoneyField(null=True, blank=True)
     signature = models.CharField(max_length=64, blank=True)
     tool_calls = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -590,8 +589,8 @@ class ModelPrice(models.Model):
     """
 
     model = models.CharField(max_length=100, unique=True)
-    input_per_million = models.DecimalField(default=Decimal("0"), **MONEY)
-    output_per_million = models.DecimalField(default=Decimal("0"), **MONEY)
+    input_per_million = MoneyField(default=Decimal("0"))
+    output_per_million = MoneyField(default=Decimal("0"))
     default_estimate_tokens = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -663,7 +662,7 @@ class DailyRollup(models.Model):
     model_calls = models.PositiveIntegerField(default=0)
     tool_executions = models.PositiveIntegerField(default=0)
     tokens = models.PositiveBigIntegerField(default=0)
-    cost = models.DecimalField(default=Decimal("0"), **MONEY)
+    cost = MoneyField(default=Decimal("0"))
     trips = models.JSONField(default=dict, blank=True)  # {"GUARD_LOOP_DETECTED": 2, ...}
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -5,8 +5,9 @@ model call and tool execution of every agent; through DRF's serializer that cost
 as the decision's rules, its ledger and its log line together. Here the serializer's own
 declared fields are read once (`plan`) and a body is checked against what they declare:
 
-- the field kinds the decision bodies use, and only those: `StrictStr`, `StrictInt`, a
-  `ChoiceField`, `JSONObject`, `AnyJSON` and a list of a nested `Strict` serializer;
+- the field kinds the decision bodies use, and only those: `StrictStr`, `OperationKey` (its
+  NFC form checked as a `StrictStr`), `StrictInt`, a `ChoiceField`, `JSONObject`, `AnyJSON`
+  and a list of a nested `Strict` serializer;
 - what each declares: required, default, allow_blank, allow_null, max_length, min_value,
   max_value, choices, and the validators DRF and `StrictStr` attach for those.
 
@@ -37,10 +38,12 @@ from agents.api.fields import (
     NOT_BLANK,
     AnyJSON,
     JSONObject,
+    OperationKey,
     SentMaxLengthValidator,
     StrictInt,
     StrictStr,
 )
+from agents.guard import keys
 from agents.text import blank
 
 # NUL and lone surrogates: what DRF's CharField validators refuse (and storable's rule).
@@ -121,6 +124,8 @@ def _field_check(field: serializers.Field) -> Check:
         value_check = _list_check(field)
     elif kind is StrictStr:
         value_check = _text_check(field)
+    elif kind is OperationKey:
+        value_check = _key_check(field)
     elif kind is StrictInt:
         value_check = _int_check(field)
     elif kind is serializers.ChoiceField:
@@ -207,6 +212,24 @@ def _text_check(field: StrictStr) -> Callable[[Any], Any]:
         if _REFUSED_CHARACTERS.search(value) is not None:
             raise _Refused
         return value
+
+    return check
+
+
+def _key_check(field: OperationKey) -> Callable[[Any], Any]:
+    """An operation key: its NFC form (refused if it holds an invisible character), then
+    checked as text, as `OperationKey` takes it."""
+    text_check = _text_check(field)
+
+    def check(value: Any) -> Any:
+        if type(value) is not str:
+            raise _Refused
+        if value == "":
+            return text_check(value)
+        try:
+            return text_check(keys.operation_key(value))
+        except keys.InvalidOperationKey:
+            raise _Refused from None
 
     return check
 

@@ -61,6 +61,22 @@ def body_timeout() -> dict:
     return error_body("BODY_TIMEOUT", "The request body did not arrive in full; send it again.")
 
 
+def _own_code(detail) -> str:
+    """The envelope's code for a refused body: a field's own code when it gives one (an
+    upper-case one, such as OPERATION_KEY_INVALID), else INVALID_FIELDS."""
+    if isinstance(detail, dict):
+        details = list(detail.values())
+    elif isinstance(detail, list):
+        details = detail
+    else:
+        return detail.code if getattr(detail, "code", "").isupper() else "INVALID_FIELDS"
+    for item in details:
+        code = _own_code(item)
+        if code != "INVALID_FIELDS":
+            return code
+    return "INVALID_FIELDS"
+
+
 def _body_error(exc) -> Response | None:
     """Django's own errors while reading the body, in the envelope rather than an HTML page."""
     if isinstance(exc, RequestDataTooBig):
@@ -95,9 +111,10 @@ def exception_handler(exc, context):
         fields = _flatten(exc.detail)
         first = next(iter(fields.items()), ("", "invalid"))
         return Response(
-            error_body("INVALID_FIELDS", f"Invalid request: {first[0]}: {first[1]}", fields),
+            error_body(_own_code(exc.detail), f"Invalid request: {first[0]}: {first[1]}",
+                       fields),
             status=status.HTTP_400_BAD_REQUEST,
-        )
+        )  # fmt: skip
     response = drf_handler(exc, context)
     if response is None:
         return None

@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from agents import storable
+from agents.guard import keys
 from agents.text import NOT_SPACE
 
 INT_MAX = 2_147_483_647  # PositiveIntegerField, the column most counts end up in
@@ -78,6 +79,19 @@ class StrictStr(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class OperationKey(StrictStr):
+    """A write's operation key, taken as the ledger compares it (`agents.guard.keys`): in
+    Unicode NFC, its bounds those of that form. A key holding a control, zero-width or
+    bidirectional-format character is refused: 400 OPERATION_KEY_INVALID."""
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)
+        try:
+            return keys.operation_key(text)
+        except keys.InvalidOperationKey as exc:
+            raise serializers.ValidationError(str(exc), code="OPERATION_KEY_INVALID") from None
 
 
 class ParsedJSON(serializers.JSONField):

@@ -13,6 +13,8 @@ from drf_spectacular.plumbing import force_instance
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.renderers import JSONRenderer
 
+from agents.guard import keys
+
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "agents.api.auth.BearerTokenAuthentication"
@@ -57,6 +59,17 @@ class ConstFieldScheme(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "string", "enum": [self.target.value]}
+
+
+class OperationKeyScheme(OpenApiSerializerFieldExtension):
+    """An operation key's schema says which characters it may not hold: `not` a pattern that
+    finds one."""
+
+    target_class = "agents.api.fields.OperationKey"
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        return {**schema, "not": {"pattern": keys.REFUSED_PATTERN}}
 
 
 API_REFERENCE = """\

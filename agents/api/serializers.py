@@ -19,6 +19,7 @@ from agents.api.fields import (
     AnyJSON,
     JSONObject,
     Money,
+    OperationKey,
     StrictInt,
     StrictStr,
 )
@@ -193,9 +194,11 @@ class ToolRequestIn(Strict):
         choices=[terms.READ, terms.WRITE],
         help_text="`write` calls need an operation_key and go through the ledger.",
     )
-    operation_key = StrictStr(
+    operation_key = OperationKey(
         required=False, allow_blank=True, max_length=300,
-        help_text="The business action of a write, unique in the agent's namespace.",
+        help_text="The business action of a write, unique in the agent's namespace. Compared "
+        "after Unicode NFC (its length too); a key holding a control, zero-width or "
+        "bidirectional-format character is refused: 400 OPERATION_KEY_INVALID.",
     )  # fmt: skip
     job_id = StrictStr(
         required=False, allow_blank=True, max_length=200,

@@ -9,8 +9,9 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection
+from django.db import DEFAULT_DB_ALIAS
 
+from agents.domains import from_micros, to_micros
 from agents.guard import core, terms
 from agents.models import Agent, AgentDay, Task
 from agents.prepared import hot_cursor, write_later
@@ -60,9 +61,6 @@ def agent_view(agent: Agent, spent_today: Decimal = Decimal(0)) -> terms.AgentVi
     )
 
 
-_MONEY = AgentDay._meta.get_field("spent")
-
-
 def move_day_money(
     agent_id: int, day: date, *, reserved: Decimal = Decimal(0), spent: Decimal = Decimal(0)
 ) -> Decimal:
@@ -77,7 +75,7 @@ def move_day_money(
     with hot_cursor() as cursor:
         cursor.execute(sql, params)
         day_spent, day_reserved = cursor.fetchone()
-    return _money(day_spent) + _money(day_reserved)
+    return from_micros(day_spent + day_reserved)
 
 
 def move_day_money_later(
@@ -99,18 +97,17 @@ def day_upsert(
     and its parameters, answering the day's spent and reserved: the day row's one upsert,
     for `move_day_money`, `move_day_money_later` and the bench's floor."""
     table = AgentDay._meta.db_table
-    cast = "CAST(%s AS NUMERIC)" if connection.vendor == "sqlite" else "%s"
-    # The inserted row holds what it can (a release has nothing to release from; the CHECK
-    # constraints test the proposed row before the conflict is seen).
+    # Money columns hold whole millionths (`agents.domains.MoneyField`): integer arithmetic,
+    # exact on every database. The inserted row holds what it can (a release has nothing to
+    # release from; the CHECK constraints test the proposed row before the conflict is seen).
     sql = (
-        f"INSERT INTO {table} (agent_id, day, spent, reserved) VALUES (%s, %s, {cast}, {cast}) "
+        f"INSERT INTO {table} (agent_id, day, spent, reserved) VALUES (%s, %s, %s, %s) "
         f"ON CONFLICT (agent_id, day) DO UPDATE SET "
-        f"spent = {table}.spent + {cast}, reserved = {table}.reserved + {cast} "
+        f"spent = {table}.spent + %s, reserved = {table}.reserved + %s "
         f"RETURNING spent, reserved"
     )
-    return sql, [agent_id, day, max(spent, Decimal(0)), max(reserved, Decimal(0)), spent, reserved]
-
-
-def _money(value) -> Decimal:
-    quantum = Decimal(1).scaleb(-_MONEY.decimal_places)
-    return Decimal(str(value)).quantize(quantum)
+    spent_micros, reserved_micros = to_micros(spent), to_micros(reserved)
+    return sql, [
+        agent_id, day, max(spent_micros, 0), max(reserved_micros, 0), spent_micros,
+        reserved_micros,
+    ]  # fmt: skip

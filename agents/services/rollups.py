@@ -12,16 +12,17 @@ from datetime import date
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Case, Count, DecimalField, F, Q, Sum, Value, When
+from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from agents.domains import MoneyField
 from agents.guard import terms
-from agents.models import MONEY, DailyRollup, ModelCall, ToolCall
+from agents.models import DailyRollup, ModelCall, ToolCall
 from agents.selectors import breaker_trips, day_bounds
 
 CENT_MICROS = Decimal("0.000001")
-_money = DecimalField(max_digits=MONEY["max_digits"], decimal_places=MONEY["decimal_places"])
+_money = MoneyField()
 
 # What a model call cost its agent: the settled cost; a reservation the sweep charged as
 # reserved; both, when the usage arrived after that (the larger one, see model_call_usage).
@@ -29,7 +30,7 @@ CHARGED = Case(
     When(expired=True, settled_at=None, then=F("reserved_cost")),
     When(expired=True, then=Greatest(F("cost"), F("reserved_cost"))),
     When(settled_at__isnull=False, then=F("cost")),
-    default=Value(Decimal(0)),
+    default=Value(Decimal(0), output_field=_money),
     output_field=_money,
 )
 

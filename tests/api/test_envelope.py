@@ -41,6 +41,11 @@ COMMON_VALUES: list[Any] = [
     "a\x00b",
     "a\ud800",
     "\u2400lw:x",
+    "pay-cafe\u0301-1",  # NFD: an operation key is taken in NFC
+    "pay\u200b-1",
+    "\u202epay",
+    "\u0958" * 150,  # composes to 300 characters
+    "\u0958" * 151,
     "read",
     "write",
     "READ",

@@ -131,7 +131,8 @@ def test_writes_kept_together_go_as_one_statement_with_their_answers(agent_row, 
             save_columns(task, ["goal"])
             sql = "INSERT INTO agents_agentday (agent_id, day, spent, reserved) VALUES " \
                   "(%s, %s, %s, %s) RETURNING 1"  # fmt: skip
-            assert write_later("default", sql, [agent_row.pk, "2026-01-02", 1, 0])
+            # (1 unit of money: the columns hold whole millionths.)
+            assert write_later("default", sql, [agent_row.pk, "2026-01-02", 1_000_000, 0])
             assert call.pk is None  # kept: nothing sent yet
         assert len(captured) == 1 and captured[0]["sql"].startswith("WITH ")
     assert ModelCall.objects.get(pk=call.pk).model == "m"

@@ -186,3 +186,15 @@ def test_concurrent_first_schema_requests_all_get_the_schema():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == str([200] * 8), done.stderr[-3000:]
+
+
+def test_an_operation_key_s_schema_refuses_what_the_server_refuses(schema):
+    """`operation_key` is `not` a pattern (unanchored: ECMA-262 and Python read it alike) that
+    finds any character the server refuses in a key."""
+    key = component(schema, "ToolRequestInRequest")["properties"]["operation_key"]
+    assert (key["type"], key["maxLength"]) == ("string", 300)
+    refused = re.compile(key["not"]["pattern"])
+    for taken in ("pay-café-1", "支払い-1", "платёж 1", " ", ""):
+        assert not refused.search(taken), taken
+    for sent in ("pay\u200b-1", "pay-1\n", "\u202epay", "pay\x00", "pay\U000e0041"):
+        assert refused.search(sent), sent
