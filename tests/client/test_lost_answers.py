@@ -177,7 +177,7 @@ def test_the_async_client_sends_a_lost_answer_again(api_url, agent_token, priced
     assert (counted["model_call_rows"], counted["tool_call_rows"]) == (1, 1)
 
 
-def test_each_decision_and_each_wait_has_an_id_of_its_own(api_url, agent_token, priced):
+def test_each_decision_has_an_id_of_its_own(api_url, agent_token, priced):
     transport = AnswerLost(None)
 
     _a_task_run(api_url, agent_token, transport, "ids")
