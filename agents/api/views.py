@@ -154,10 +154,11 @@ class ModelCallGate(TokenCheckedByLock, APIView):
         summary="Ask before a paid model call",
         description="Checks, in order: task terminal, agent paused, deadline, model-call "
         "budget, token budget, cost budget, the agent's daily cap. ALLOW reserves the "
-        "estimate; report the usage afterwards. Agent tokens only.",
+        "estimate; report the usage afterwards. Agent tokens only. 409 REQUEST_ID_REUSED: "
+        "the request_id was given to another request of the task.",
         parameters=[TASK_ID],
         request=s.ModelCallIn,
-        responses=r.answers({200: r.MODEL_CALL_DECISION}, body=True),
+        responses=r.answers({200: r.MODEL_CALL_DECISION}, 409, body=True),
     )
     def post(self, request, task_id):
         agent = decision_owner(request)
