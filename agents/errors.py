@@ -44,3 +44,13 @@ class Conflict(DomainError):
 class TriggerLoop(DomainError):
     status = 429
     code = "TRIGGER_LOOP"
+
+
+class AlreadyAnswered(Exception):
+    """A decision request repeated under its `request_id`: `answer` is the answer it got the
+    first time (kept with the task), answered again with nothing counted. Not an error: the
+    API answers it 200."""
+
+    def __init__(self, answer: dict):
+        super().__init__("already answered")
+        self.answer = answer

@@ -384,6 +384,31 @@ class SeenHash(models.Model):
         ]
 
 
+class RequestAnswer(models.Model):
+    """The answer a decision request with a `request_id` got, kept with its task, so that a
+    repeat of the request (a client resending one whose answer it lost) is answered the same
+    and counts nothing. `digest` names what was asked (endpoint, path, body): the same id for
+    another request is refused, never answered with this one's answer."""
+
+    # The unique index leads with the task: no index of its own.
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="request_answers", db_index=False
+    )
+    # Text, not a bounded column: an id in a report arrives encoded (agents.storable).
+    request_id = models.TextField()
+    digest = models.CharField(max_length=64)
+    answer = models.JSONField()
+    # The trace row the answer names (a gate's model call, a tool request's call), by its seq:
+    # its id comes back only with the decision's closing writes, after the answer was made.
+    call_seq = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "request_id"], name="request_answer_unique")
+        ]
+
+
 class Phase(models.Model):
     """An execution stage. Phase 1 starts at creation, each authorized resume starts the next."""
 

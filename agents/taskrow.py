@@ -35,12 +35,20 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connections, models
-from django.db.models import F, Field, Q, Subquery
+from django.db.models import F, Field, OuterRef, Q, Subquery
 from django.utils.functional import cached_property
 
 from agents.errors import NotFound
 from agents.guard import core, terms
-from agents.models import Agent, ApiToken, CatalogVersion, ModelCall, Task, ToolCall
+from agents.models import (
+    Agent,
+    ApiToken,
+    CatalogVersion,
+    ModelCall,
+    RequestAnswer,
+    Task,
+    ToolCall,
+)
 from agents.prepared import Prepared, save_columns
 
 SNAPSHOT_FIELDS = (
@@ -165,22 +173,50 @@ _LOCK_ANY = Prepared(
 )
 
 
-def _lock_with_call(model: type[ToolCall] | type[ModelCall], by_token: bool) -> Prepared:
-    """The lock of a task with one of its calls (`model`'s rows), task first."""
-    return Prepared(
-        lambda call, task, **owner: _as_get(
+# The answer kept for a request's `request_id` (`RequestAnswer`), read by the lock's statement
+# when the request carries one: the id of its row, None when there is none.
+_ANSWER_SLOTS: dict[str, tuple[Field, Any]] = {
+    "request_id": (RequestAnswer._meta.get_field("request_id"), "prepared:marker:request-id"),
+}
+
+
+def _answer_reads(task: str, request_id: Any) -> dict[str, Any]:
+    """`answer_kept`: the id of the answer kept for the request id in the task (`task`: the
+    path to the task's id in the locked row), or None."""
+    rows = RequestAnswer.objects.filter(task=OuterRef(task), request_id=request_id)
+    return {"answer_kept": Subquery(rows.values("pk")[:1])}
+
+
+def answer_values(request_id: str) -> dict[str, str]:
+    """The values of the answer reads' slots (`ANSWER_PROBE`, `lock_task_and_call`)."""
+    return {"request_id": request_id}
+
+
+def _lock_with_call(
+    model: type[ToolCall] | type[ModelCall], by_token: bool, answer: bool = False
+) -> Prepared:
+    """The lock of a task with one of its calls (`model`'s rows), task first; `answer`: with
+    the reads of a request id's kept answer."""
+
+    def build(call: Any, task: Any, **values: Any) -> Any:
+        reads = _answer_reads("task_id", values.pop("request_id")) if answer else {}
+        return _as_get(
             _owned(
                 model.objects.select_for_update(no_key=True, of=("task", "self"))
                 .select_related("task", "task__agent")
-                .annotate(catalog_version=catalog_version_subquery()),
+                .annotate(catalog_version=catalog_version_subquery(), **reads),
                 "task__agent",
-                owner,
+                values,
             ).filter(pk=call, task_id=task)
-        ),
+        )
+
+    return Prepared(
+        build,
         {
             "call": (model._meta.pk, _MARK_CALL),
             "task": (_TASK_PK, _MARK_TASK),
             **_OWNER_SLOTS[by_token],
+            **(_ANSWER_SLOTS if answer else {}),
         },
     )
 
@@ -188,6 +224,13 @@ def _lock_with_call(model: type[ToolCall] | type[ModelCall], by_token: bool) -> 
 _LOCK_WITH_CALL = {by_token: _lock_with_call(ToolCall, by_token) for by_token in (False, True)}
 _LOCK_WITH_MODEL_CALL = {
     by_token: _lock_with_call(ModelCall, by_token) for by_token in (False, True)
+}
+# The same, for a request with a request id.
+_ANSWERED_LOCK_WITH_CALL = {
+    by_token: _lock_with_call(ToolCall, by_token, answer=True) for by_token in (False, True)
+}
+_ANSWERED_LOCK_WITH_MODEL_CALL = {
+    by_token: _lock_with_call(ModelCall, by_token, answer=True) for by_token in (False, True)
 }
 
 
@@ -228,6 +271,11 @@ class LockProbe:
 
         return Prepared(build, {"task": (_TASK_PK, _MARK_TASK), **_OWNER_SLOTS[by_token],
                                 **self.slots})  # fmt: skip
+
+
+ANSWER_PROBE = LockProbe(
+    build=lambda request_id: _answer_reads("pk", request_id), slots=_ANSWER_SLOTS
+)
 
 
 def lock_task(
@@ -278,7 +326,7 @@ def lock_task(
 
 
 def lock_task_and_call(
-    task_id: uuid.UUID | str, tool_call_id: int, *, agent: Owner
+    task_id: uuid.UUID | str, tool_call_id: int, *, agent: Owner, request_id: str = ""
 ) -> tuple[Task, ToolCall]:
     """`lock_task`, and the tool call `tool_call_id` of that task locked with it: one statement
     (`OF task, call`, in that order, so the task row is locked first, as everywhere).
@@ -288,21 +336,28 @@ def lock_task_and_call(
     it was before the first report committed. A locked row is read again once its lock is
     granted. Everything that writes a call row holds its task's lock, so this lock never waits
     on its own. A call that is not in the task: NotFound, TASK_NOT_FOUND first.
+
+    With a `request_id`, the statement also reads the answer kept for it, as `ANSWER_PROBE`
+    does for `lock_task` (the task's `answer_kept`).
     """
+    locks = _ANSWERED_LOCK_WITH_CALL if request_id else _LOCK_WITH_CALL
     return _lock_task_and(
-        _LOCK_WITH_CALL, tool_call_id, task_id, agent, "tool call", "TOOL_CALL_NOT_FOUND"
-    )
+        locks, tool_call_id, task_id, agent, "tool call", "TOOL_CALL_NOT_FOUND",
+        request_id,
+    )  # fmt: skip
 
 
 def lock_task_and_model_call(
-    task_id: uuid.UUID | str, model_call_id: int, *, agent: Owner
+    task_id: uuid.UUID | str, model_call_id: int, *, agent: Owner, request_id: str = ""
 ) -> tuple[Task, ModelCall]:
     """`lock_task`, and the model call `model_call_id` of that task locked with it, as
     `lock_task_and_call` does for a tool call (a duplicate usage report that waited for the
     task lock reads the call as the first report left it)."""
+    locks = _ANSWERED_LOCK_WITH_MODEL_CALL if request_id else _LOCK_WITH_MODEL_CALL
     return _lock_task_and(
-        _LOCK_WITH_MODEL_CALL, model_call_id, task_id, agent, "model call", "MODEL_CALL_NOT_FOUND"
-    )
+        locks, model_call_id, task_id, agent, "model call",
+        "MODEL_CALL_NOT_FOUND", request_id,
+    )  # fmt: skip
 
 
 def _lock_task_and(
@@ -312,10 +367,12 @@ def _lock_task_and(
     agent: Owner,
     what: str,
     code: str,
+    request_id: str,
 ) -> tuple[Task, Any]:
     by_token, owner = _owner_values(agent)
+    answer = answer_values(request_id) if request_id else {}
     try:
-        rows = lock[by_token].rows(call=call_id, task=task_id, **owner)
+        rows = lock[by_token].rows(call=call_id, task=task_id, **owner, **answer)
     except (ValueError, ValidationError):
         rows = []
     if not rows:
@@ -324,6 +381,8 @@ def _lock_task_and(
     (call,) = rows
     task = call.task
     task.catalog_version = call.catalog_version
+    if answer:
+        task.answer_kept = call.answer_kept
     _settle_claim(agent, task.agent, call)
     _remember_locked(task)
     return task, call

@@ -13,7 +13,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from agents.errors import DomainError, error_body
+from agents.errors import AlreadyAnswered, DomainError, error_body
 
 FRAMEWORK_CODES = {
     exceptions.ParseError: "MALFORMED_JSON",
@@ -105,6 +105,8 @@ def exception_handler(exc, context):
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(DATABASE_RETRY_SECONDS)},
         )  # fmt: skip
+    if isinstance(exc, AlreadyAnswered):  # a repeated request_id: its first answer
+        return Response(exc.answer)
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, exceptions.ValidationError):

@@ -72,7 +72,7 @@ ERROR_TEXT = {
     405: "Method not allowed on this path.",
     408: "The body did not arrive in full in time (BODY_TIMEOUT): nothing was done; send it again.",
     409: "Refused in the object's current state (AGENT_PAUSED, OPERATIONS_UNRESOLVED, "
-    "DEADLINE_PASSED, RESULT_ALREADY_REPORTED, ...): nothing changed.",
+    "DEADLINE_PASSED, RESULT_ALREADY_REPORTED, REQUEST_ID_REUSED, ...): nothing changed.",
     413: "The body is larger than the server accepts (BODY_TOO_LARGE, see "
     "LOOPWARDEN_MAX_BODY_BYTES).",
     415: "The body is not application/json.",

@@ -154,6 +154,17 @@ class TaskCreateIn(Strict):
     )  # fmt: skip
 
 
+def request_id_field(*, reported: bool = False) -> StrictStr:
+    """A decision body's `request_id` (blank or absent: none)."""
+    return StrictStr(
+        required=False, allow_blank=True, max_length=200, reported=reported,
+        help_text="The client's id for this request, unique within the task: a repeat with "
+        "the same id (a request whose answer was lost, sent again) is answered the first "
+        "answer and counts nothing; the same id with another body, or on another endpoint, "
+        "answers 409 REQUEST_ID_REUSED.",
+    )  # fmt: skip
+
+
 class ModelCallIn(Strict):
     shared_fields = True
 
@@ -163,6 +174,7 @@ class ModelCallIn(Strict):
     )  # fmt: skip
     est_prompt_tokens = StrictInt(required=False, min_value=0, default=0)
     max_output_tokens = StrictInt(required=False, min_value=0, default=0)
+    request_id = request_id_field()
 
 
 class ToolCallSpec(Strict):
@@ -183,6 +195,7 @@ class UsageIn(Strict):
         "row stop the task with repeated_output.",
     )  # fmt: skip
     output_text = StrictStr(required=False, allow_blank=True)
+    request_id = request_id_field(reported=True)
 
 
 class ToolRequestIn(Strict):
@@ -206,6 +219,7 @@ class ToolRequestIn(Strict):
     )  # fmt: skip
     call_id = StrictStr(required=False, allow_blank=True, max_length=200)
     model_call = StrictInt(required=False, min_value=1, max_value=JSON_INT_MAX)
+    request_id = request_id_field()
 
 
 class ToolResultIn(Strict):
@@ -238,6 +252,7 @@ class ToolResultIn(Strict):
         help_text='`{"revision": int, "done": bool, "committed"?: bool, "milestone"?: str}`. '
         "Anything else is accepted and judged by the guard: invalid_evidence stops the task.",
     )  # fmt: skip
+    request_id = request_id_field(reported=True)
 
 
 class FinishIn(Strict):
@@ -247,6 +262,7 @@ class FinishIn(Strict):
         "PARTIAL/goal_unverified.",
     )  # fmt: skip
     answer = StrictStr(required=False, allow_blank=True)
+    request_id = request_id_field()
 
 
 class StopIn(Strict):

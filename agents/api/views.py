@@ -20,7 +20,7 @@ from agents.api.permissions import decision_owner, require_agent, require_perm
 from agents.errors import BadInput, NotFound
 from agents.guard import terms
 from agents.models import Task
-from agents.services import operator, runner, tasks
+from agents.services import answers, operator, runner, tasks
 
 _DIGITS = re.compile(r"[0-9]{1,16}")
 
@@ -67,11 +67,6 @@ def visible_task(request, task_id) -> Task:
         return query.get(pk=task_id)
     except (Task.DoesNotExist, ValueError, ValidationError):  # not a UUID: 404
         raise NotFound("No such task.", code="TASK_NOT_FOUND") from None
-
-
-def stop_body(task: Task, outcome_decision: str = terms.STOP, **extra) -> dict:
-    return {"decision": outcome_decision, "state": task.state, "reason": task.reason or None,
-            "report": task.report, **extra}  # fmt: skip
 
 
 class TaskList(APIView):
@@ -161,18 +156,17 @@ class ModelCallGate(TokenCheckedByLock, APIView):
         summary="Ask before a paid model call",
         description="Checks, in order: task terminal, agent paused, deadline, model-call "
         "budget, token budget, cost budget, the agent's daily cap. ALLOW reserves the "
-        "estimate; report the usage afterwards. Agent tokens only.",
+        "estimate; report the usage afterwards. Agent tokens only. 409 REQUEST_ID_REUSED: "
+        "the request_id was given to another request of the task.",
         parameters=[TASK_ID],
         request=s.ModelCallIn,
-        responses=r.answers({200: r.MODEL_CALL_DECISION}, body=True),
+        responses=r.answers({200: r.MODEL_CALL_DECISION}, 409, body=True),
     )
     def post(self, request, task_id):
         agent = decision_owner(request)
         data = _valid(s.ModelCallIn, request)
         task, call, outcome = runner.model_call_gate(task_id=task_id, agent=agent, **data)
-        if outcome.decision == terms.ALLOW:
-            return Response({"decision": terms.ALLOW, "model_call": call.pk, "round": call.round})
-        return Response(stop_body(task, model_call=call.pk))
+        return Response(answers.model_call_answer(task, call, outcome))
 
 
 class ModelCallUsage(TokenCheckedByLock, APIView):
@@ -197,9 +191,7 @@ class ModelCallUsage(TokenCheckedByLock, APIView):
         task, outcome = runner.model_call_usage(
             task_id=task_id, agent=agent, model_call_id=call_id, **data
         )
-        if outcome.decision == terms.STOP:
-            return Response(stop_body(task))
-        return Response({"decision": outcome.decision})
+        return Response(answers.usage_answer(task, outcome))
 
 
 class ToolCallRequest(TokenCheckedByLock, APIView):
@@ -227,23 +219,9 @@ class ToolCallRequest(TokenCheckedByLock, APIView):
             job_id=data.get("job_id") or None,
             call_id=data.get("call_id", ""),
             model_call_id=data.get("model_call"),
+            request_id=data.get("request_id", ""),
         )
-        body = {"decision": outcome.decision, "tool_call": call.pk,
-                "fingerprint": call.fingerprint or None}  # fmt: skip
-        if outcome.decision == terms.EXECUTE:
-            body["lease_expires_at"] = (
-                call.lease_expires_at.isoformat() if call.lease_expires_at else None
-            )
-        elif outcome.decision == terms.REUSE:
-            body["result"] = outcome.result
-        elif outcome.decision == terms.BLOCK:
-            body["reason"] = outcome.reason
-            body["observation"] = outcome.observation
-        elif outcome.decision == terms.WAIT:
-            body["retry_after_ms"] = outcome.retry_after_ms
-        else:
-            body.update(stop_body(task))
-        return Response(body)
+        return Response(answers.tool_call_answer(task, call, outcome))
 
 
 class ToolCallResult(TokenCheckedByLock, APIView):
@@ -268,6 +246,7 @@ class ToolCallResult(TokenCheckedByLock, APIView):
         call_id = row_id(tool_call_id, what="tool call", code="TOOL_CALL_NOT_FOUND")
         data = _valid(s.ToolResultIn, request)
         duration = data.pop("duration_ms", None)
+        request_id = data.pop("request_id", "")
         result = terms.ToolResult(
             kind=data["kind"],
             data=data.get("data"),
@@ -281,14 +260,9 @@ class ToolCallResult(TokenCheckedByLock, APIView):
         )
         task, call, outcome = runner.tool_call_result(
             task_id=task_id, agent=agent, tool_call_id=call_id, result=result,
-            duration_ms=duration,
+            duration_ms=duration, request_id=request_id,
         )  # fmt: skip
-        if outcome.decision == terms.STOP:
-            return Response(stop_body(task))
-        body = {"decision": outcome.decision, "revision": task.revision}
-        if outcome.wait_ms is not None:
-            body["wait_ms"] = outcome.wait_ms
-        return Response(body)
+        return Response(answers.result_answer(task, outcome))
 
 
 class TaskFinish(APIView):

@@ -16,13 +16,13 @@ from django.db import IntegrityError
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from agents import storable
+from agents import selectors, storable
 from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
 from agents.prepared import Prepared, decision_transaction, insert_row, save_columns
-from agents.services import catalog, embeddings, hooks, stops
+from agents.services import answers, catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
     catalog_of,
@@ -33,8 +33,10 @@ from agents.services.common import (
     next_seq,
 )
 from agents.taskrow import (
+    ANSWER_PROBE,
     LockProbe,
     Owner,
+    answer_values,
     apply_state,
     lock_task,
     lock_task_and_call,
@@ -71,6 +73,7 @@ def _finish_decision(
         save_task(task)
 
 
+@answers.answered_once
 def model_call_gate(
     *,
     task_id: uuid.UUID | str,
@@ -78,6 +81,7 @@ def model_call_gate(
     model: str = "",
     est_prompt_tokens: int = 0,
     max_output_tokens: int = 0,
+    request_id: str = "",
 ) -> tuple[Task, ModelCall, terms.Outcome]:
     """Ask before a paid model call. Locks the task row, then the agent's day row.
 
@@ -94,10 +98,16 @@ def model_call_gate(
 
     `agent` is the agent, or the claim of its token that the lock checks (`AgentClaim`); so
     for every decision here: from the lock on, the agent is the row the lock read.
+
+    `request_id`, for every decision here: a repeat answers the first answer and counts
+    nothing (`agents.services.answers`).
     """
     now = timezone.now()
     with decision_transaction():
-        task = lock_task(task_id, agent=agent)
+        task = lock_task(task_id, agent=agent, probe=_answer_probe(request_id))
+        request = answers.asked(
+            task, request_id, "model_call", model, est_prompt_tokens, max_output_tokens
+        )
         agent = task.agent
         state = to_state(task)
         tokens, estimate = model_estimate(
@@ -143,10 +153,12 @@ def model_call_gate(
         if allowed and day is not None and booked is None:
             move_day_money_later(agent.pk, call.created_at.date(), reserved=estimate)
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+        answers.keep(task, request, answers.model_call_answer(task, call, outcome), call)
     hooks.decision_logged(task, "model_call", outcome, model_call=call)
     return task, call, outcome
 
 
+@answers.answered_once
 def model_call_usage(
     *,
     task_id: uuid.UUID | str,
@@ -156,6 +168,7 @@ def model_call_usage(
     completion_tokens: int,
     tool_calls: list[dict[str, Any]] | None = None,
     output_text: str | None = None,
+    request_id: str = "",
 ) -> tuple[Task, terms.Outcome]:
     """Settle a model call: the actual cost replaces the reservation. Locks the task row.
 
@@ -163,7 +176,13 @@ def model_call_usage(
     """
     now = timezone.now()
     with decision_transaction():
-        task, call = lock_task_and_model_call(task_id, model_call_id, agent=agent)
+        task, call = lock_task_and_model_call(
+            task_id, model_call_id, agent=agent, request_id=request_id
+        )
+        request = answers.asked(
+            task, request_id, "usage", model_call_id, prompt_tokens, completion_tokens,
+            tool_calls, output_text,
+        )  # fmt: skip
         agent = task.agent
         _check_settleable(call)
         actual = cost_of(catalog_of(task), call.model, prompt_tokens, completion_tokens)
@@ -200,6 +219,7 @@ def model_call_usage(
         save_columns(call, ["prompt_tokens", "completion_tokens", "cost", "signature",
                             "tool_calls", "settled_at"])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+        answers.keep(task, request, answers.usage_answer(task, outcome))
     hooks.decision_logged(task, "usage", outcome, model_call=call)
     return task, outcome
 
@@ -213,6 +233,17 @@ MODEL_CALL_PROBE = LockProbe(
     slots={"model_call": (ModelCall._meta.pk, 8_765_432_109_878)},
 )
 MODEL_CALL_AND_OPERATION_PROBE = MODEL_CALL_PROBE + ledger.OPERATION_PROBE
+# Each tool request's probe with the reads of a request id's kept answer (fixed objects: a
+# probe compiles its lock once per connection).
+_WITH_ANSWER = {
+    probe: probe + ANSWER_PROBE
+    for probe in (MODEL_CALL_PROBE, ledger.OPERATION_PROBE, MODEL_CALL_AND_OPERATION_PROBE)
+}
+
+
+def _answer_probe(request_id: str) -> tuple[LockProbe, dict[str, Any]] | None:
+    """The lock's reads of the answer kept for `request_id` (none without one)."""
+    return (ANSWER_PROBE, answer_values(request_id)) if request_id else None
 
 
 def _check_settleable(call: ModelCall) -> None:
@@ -231,6 +262,7 @@ class _KeyRace(Exception):
     """Another transaction inserted the same operation key first; decide again."""
 
 
+@answers.answered_once
 def tool_call_request(
     *,
     task_id: uuid.UUID | str,
@@ -242,6 +274,7 @@ def tool_call_request(
     job_id: str | None = None,
     call_id: str = "",
     model_call_id: int | None = None,
+    request_id: str = "",
 ) -> tuple[Task, ToolCall, terms.Outcome]:
     """Ask before a tool execution. Locks the task row, then the ledger row of the key.
 
@@ -257,7 +290,7 @@ def tool_call_request(
             return _tool_call_request_once(
                 task_id=task_id, agent=agent, tool=tool, args=args, effect=effect,
                 operation_key=operation_key, job_id=job_id, call_id=call_id,
-                model_call_id=model_call_id, optimistic=attempt == 0,
+                model_call_id=model_call_id, request_id=request_id, optimistic=attempt == 0,
             )  # fmt: skip
         except _KeyRace:
             continue
@@ -278,9 +311,21 @@ def _tool_request(tool, args, effect, operation_key, job_id, policy) -> terms.To
 
 
 def _probe(
-    keyed: bool, operation_key: str | None, model_call_id: int | None
+    keyed: bool, operation_key: str | None, model_call_id: int | None, request_id: str
 ) -> tuple[LockProbe, dict[str, Any]] | None:
     """The reads `lock_task` makes with the lock for a tool request (see MODEL_CALL_PROBE)."""
+    found = _request_probe(keyed, operation_key, model_call_id)
+    if not request_id:
+        return found
+    if found is None:
+        return _answer_probe(request_id)
+    probe, values = found
+    return _WITH_ANSWER[probe], {**values, **answer_values(request_id)}
+
+
+def _request_probe(
+    keyed: bool, operation_key: str | None, model_call_id: int | None
+) -> tuple[LockProbe, dict[str, Any]] | None:
     key = {"operation_key": operation_key}
     if model_call_id is None:
         return (ledger.OPERATION_PROBE, key) if keyed else None
@@ -290,8 +335,9 @@ def _probe(
 
 
 def _tool_call_request_once(
-    *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id, optimistic
-) -> tuple[Task, ToolCall, terms.Outcome]:
+    *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id,
+    request_id, optimistic,
+) -> tuple[Task, ToolCall, terms.Outcome]:  # fmt: skip
     now = timezone.now()
     # Before the lock, the policy as this process last loaded it: it decides whether embedding
     # vectors are fetched, slow I/O kept outside the transaction. Only a policy that asks for
@@ -309,8 +355,13 @@ def _tool_call_request_once(
             # A keyed write reads its key's row id with the lock (a read has none to read),
             # a request that names its model call whether that call is the task's.
             task = lock_task(
-                task_id, agent=agent, probe=_probe(keyed, operation_key, model_call_id)
-            )
+                task_id, agent=agent,
+                probe=_probe(keyed, operation_key, model_call_id, request_id),
+            )  # fmt: skip
+            request_asked = answers.asked(
+                task, request_id, "tool_call", tool, args, effect, operation_key, job_id,
+                call_id, model_call_id,
+            )  # fmt: skip
             agent = task.agent
             current = catalog_of(task).policies.get(tool)
             if current is not policy:
@@ -394,6 +445,7 @@ def _tool_call_request_once(
                             "fingerprint": outcome.fingerprint},
                 )  # fmt: skip
             _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+            answers.keep(task, request_asked, answers.tool_call_answer(task, call, outcome), call)
     except IntegrityError as exc:
         if "operation_key_unique" in str(exc) or "ledger_operation" in str(exc):
             raise _KeyRace() from exc
@@ -402,6 +454,7 @@ def _tool_call_request_once(
     return task, call, outcome
 
 
+@answers.answered_once
 def tool_call_result(
     *,
     task_id: uuid.UUID | str,
@@ -409,6 +462,7 @@ def tool_call_result(
     tool_call_id: int,
     result: terms.ToolResult,
     duration_ms: int | None = None,
+    request_id: str = "",
 ) -> tuple[Task, ToolCall, terms.Outcome]:
     """Report what an EXECUTE'd call did. Locks the task row, then the call's ledger row.
 
@@ -418,7 +472,8 @@ def tool_call_result(
     """
     now = timezone.now()
     with decision_transaction():
-        task, call = lock_task_and_call(task_id, tool_call_id, agent=agent)
+        task, call = lock_task_and_call(task_id, tool_call_id, agent=agent, request_id=request_id)
+        request = answers.asked(task, request_id, "result", tool_call_id, result, duration_ms)
         agent = task.agent
         if call.decision != terms.EXECUTE:
             raise Conflict(
@@ -471,6 +526,7 @@ def tool_call_result(
             "result_keys", "novel_keys",
         ])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+        answers.keep(task, request, answers.result_answer(task, outcome))
     hooks.decision_logged(task, "tool_result", outcome, tool_call=call)
     return task, call, outcome
 
@@ -554,13 +610,23 @@ def _record_result_keys(
         call.novel_keys = novelty_rules.changed_keys(earlier_keys, call.result_keys)
 
 
+@answers.answered_once
 def task_finish(
-    *, task_id: uuid.UUID | str, agent: Agent, evidence: Any = None, answer: str | None = None
+    *,
+    task_id: uuid.UUID | str,
+    agent: Agent,
+    evidence: Any = None,
+    answer: str | None = None,
+    request_id: str = "",
 ) -> Task:
-    """The agent says it is done. Only verified evidence makes it COMPLETED. Locks the task."""
+    """The agent says it is done. Only verified evidence makes it COMPLETED. Locks the task.
+
+    With a `request_id`, the task as this finish answered it is kept for a repeat.
+    """
     now = timezone.now()
     with decision_transaction():
-        task = lock_task(task_id, agent=agent)
+        task = lock_task(task_id, agent=agent, probe=_answer_probe(request_id))
+        request = answers.asked(task, request_id, "finish", evidence, answer)
         state = to_state(task)
         outcome = core.finish(state, evidence, now)
         if outcome.stopped_now:
@@ -569,5 +635,7 @@ def task_finish(
                 actor=f"agent:{agent.name}", detail={"answer": answer, "evidence": evidence},
             ))  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
+        if request is not None:
+            answers.keep(task, request, selectors.task_json(task))
     hooks.decision_logged(task, "finish", outcome)
     return task

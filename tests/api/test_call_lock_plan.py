@@ -135,3 +135,29 @@ def test_a_tool_requests_lock_reads_one_task_and_one_model_call(long_task, owner
     assert_found_by_key(plan, "agents_task")
     assert_found_by_key(plan, "agents_modelcall")
     assert_token_found_by_key(plan, by_token)
+
+
+def test_a_request_ids_answer_is_read_by_the_unique_index(long_task, owner):
+    """The kept answers of a long task are many; the lock reads the one of its id by index."""
+    from agents.models import RequestAnswer
+    from agents.taskrow import _ANSWERED_LOCK_WITH_CALL, ANSWER_PROBE
+
+    RequestAnswer.objects.bulk_create(
+        RequestAnswer(task=long_task, request_id=f"r-{n}", digest="d", answer={})
+        for n in range(LONG)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE agents_requestanswer")
+    by_token, values = owner
+    last = ToolCall.objects.filter(task=long_task).latest("seq")
+
+    for plan in (
+        generic_plan(*ANSWER_PROBE.lock[by_token].compiled_sql(
+            task=long_task.pk, request_id="r-7", **values)),
+        generic_plan(*_ANSWERED_LOCK_WITH_CALL[by_token].compiled_sql(
+            call=last.pk, task=long_task.pk, request_id="r-7", **values)),
+    ):  # fmt: skip
+        (scan,) = scans(plan, "agents_requestanswer")
+        assert scan.get("Index Name") == "request_answer_unique", scan
+        assert scan["Actual Rows"] == 1, scan
+        assert_found_by_key(plan, "agents_task")

@@ -322,3 +322,46 @@ def test_the_lock_with_the_operation_probe_is_the_querysets_get(
             assert locked == task and locked.operation_probe == operation.pk
             (other,) = prepared.rows(task=task.pk, **owner, operation_key="nope")
             assert other.operation_probe is None
+
+
+def test_the_locks_with_a_request_ids_answer_are_the_querysets_get(agent, agent_row, make_task):
+    from django.db.models import OuterRef, Subquery
+
+    from agents import taskrow
+    from agents.models import ModelCall, RequestAnswer
+
+    task = make_task()
+    _task, call, _outcome = runner.model_call_gate(task_id=task.pk, agent=agent_row)
+    kept = RequestAnswer.objects.create(task=task, request_id="r-1", digest="d", answer={})
+
+    def answer_kept(path):
+        rows = RequestAnswer.objects.filter(task=OuterRef(path), request_id="r-1")
+        return {"answer_kept": Subquery(rows.values("pk")[:1])}
+
+    with transaction.atomic():
+        for by_token, owner, narrow in owners(agent):
+            queryset = narrow(_lock_query(answer_kept("pk")), "agent").filter(pk=str(task.pk))
+            lock = taskrow.ANSWER_PROBE.lock[by_token]
+            values = {"task": str(task.pk), **owner, "request_id": "r-1"}
+            assert lock.compiled_sql(**values) == (
+                django_sql(_as_get(queryset))[0],
+                list(django_sql(_as_get(queryset))[1]),
+            )
+            (locked,) = lock.rows(**values)
+            assert locked == task and locked.answer_kept == kept.pk
+            (other,) = lock.rows(**{**values, "request_id": "r-2"})
+            assert other.answer_kept is None
+
+            with_call = taskrow._ANSWERED_LOCK_WITH_MODEL_CALL[by_token]
+            queryset = narrow(
+                ModelCall.objects.select_for_update(no_key=True, of=("task", "self"))
+                .select_related("task", "task__agent")
+                .annotate(catalog_version=taskrow.catalog_version_subquery(),
+                          **answer_kept("task_id")),
+                "task__agent",
+            ).filter(pk=call.pk, task_id=str(task.pk))  # fmt: skip
+            values = {"call": call.pk, "task": str(task.pk), **owner, "request_id": "r-1"}
+            sql, params = django_sql(_as_get(queryset))
+            assert with_call.compiled_sql(**values) == (sql, list(params))
+            (locked,) = with_call.rows(**values)
+            assert locked == call and locked.answer_kept == kept.pk

@@ -198,3 +198,22 @@ def test_an_operation_key_s_schema_refuses_what_the_server_refuses(schema):
         assert not refused.search(taken), taken
     for sent in ("pay\u200b-1", "pay-1\n", "\u202epay", "pay\x00", "pay\U000e0041"):
         assert refused.search(sent), sent
+
+
+def test_every_decision_that_takes_a_request_id_may_answer_409(schema):
+    """The same request_id with another request answers 409 REQUEST_ID_REUSED."""
+    taking = [
+        (label, operation)
+        for label, operation in operations(schema)
+        if "request_id" in str(operation.get("requestBody", ""))
+        or "request_id" in _body_properties(schema, operation)
+    ]
+    assert len(taking) >= 6  # five decisions and the stop
+    for label, operation in taking:
+        assert "409" in operation["responses"], label
+
+
+def _body_properties(schema, operation) -> set[str]:
+    content = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+    ref = content.get("schema", {}).get("$ref", "")
+    return set(component(schema, ref.rsplit("/", 1)[-1]).get("properties", {})) if ref else set()

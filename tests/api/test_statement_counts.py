@@ -151,6 +151,63 @@ def test_a_novel_read_result_on_a_novelty_task(agent_api, agent, running_task):
     assert ToolCall.objects.get(pk=call).novel_keys == ["page"]
 
 
+# With a request_id the lock's statement also reads the id's kept answer (a subquery), and the
+# answer is one more row of the decision's writes: sent with the others on PostgreSQL, on its
+# own on SQLite. A repeat reads the lock, the kept answer and the id of the call it names.
+WITH_REQUEST_ID = {"sqlite": 1, "postgresql": 0}[connection.vendor]
+REPEAT = 3
+
+
+def _decisions(api, task):
+    """Each decision kind with a request_id: (name, send) pairs, in an order that works."""
+    holder = {}
+
+    def gate_():
+        holder["mc"] = gate(api, task, model="m", est_prompt_tokens=100, max_output_tokens=50,
+                            request_id="g")["model_call"]  # fmt: skip
+        return holder["mc"]
+
+    def usage_():
+        return settle(api, task, holder["mc"], request_id="u")
+
+    def read_():
+        holder["read"] = request_tool(api, task, "search", {"q": "i"}, request_id="r")
+        return holder["read"]
+
+    def read_result_():
+        return report(api, task, holder["read"]["tool_call"], data={"rows": 3},
+                      evidence=evidence(1), request_id="rr")  # fmt: skip
+
+    def write_():
+        holder["write"] = request_tool(api, task, "send_email", {"to": "a"}, "write",
+                                       operation_key="invoice-1", request_id="w")  # fmt: skip
+        return holder["write"]
+
+    def write_result_():
+        return report(api, task, holder["write"]["tool_call"],
+                      evidence=evidence(2, committed=True), request_id="wr")  # fmt: skip
+
+    return [("gate", gate_), ("usage", usage_), ("read", read_), ("read_result", read_result_),
+            ("write", write_), ("write_result", write_result_)]  # fmt: skip
+
+
+def test_a_decision_with_a_request_id(agent_api, running_task):
+    for name, send in _decisions(agent_api, running_task):
+        _answer, sql = statements(send)
+
+        assert len(sql) <= MOST[name] + WITH_REQUEST_ID, (name, "\n".join(sql))
+
+
+def test_a_repeated_decision(agent_api, running_task):
+    for name, send in _decisions(agent_api, running_task):
+        first = send()
+
+        again, sql = statements(send)
+
+        assert again == first
+        assert len(sql) <= REPEAT, (name, "\n".join(sql))
+
+
 # A task's ends, once per task and not on the ALLOW path, but every bench task has both: the
 # creation (lock the agent, its profile, the task, phase and event rows) and a finish that
 # completes (lock, the finish event, the ledger rows the report lists, then the phase's end,

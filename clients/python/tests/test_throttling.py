@@ -257,9 +257,9 @@ class AnswerLost(httpx.BaseTransport):
 
 
 def test_a_result_whose_answer_was_lost_is_sent_again_and_the_write_is_committed_once(live, unique):
-    """The result report is safe to send again: the server answers a repeat 409
-    RESULT_ALREADY_REPORTED and changes nothing, so the client takes it as recorded and reads
-    the task for the decision. Before, the read error left the tool call (and a write) open."""
+    """The result report is safe to send again: under its request_id the server answers the
+    repeat with the first answer and changes nothing. Before, the read error left the tool
+    call (and a write) open."""
     transport, slept, runs = AnswerLost("/result"), [], []
     with Client(live.api, live.agent_token, transport=transport, sleep=slept.append) as lw:
         s = lw.session(lw.create_task(f"pays across a dropped answer {unique}")["id"])
@@ -300,12 +300,13 @@ def test_a_usage_report_whose_answer_was_lost_is_counted_once(live, unique):
     assert slept == [0.5] and task["usage"]["tokens"] == 150
 
 
-def test_a_tool_request_whose_answer_was_lost_is_raised_not_sent_again(live, unique):
-    """A tool request counts when it lands: sent again, it would count twice."""
+def test_a_tool_request_whose_answer_was_lost_is_sent_again_and_counted_once(live, unique):
+    """Sent again under its request_id, the tool request is answered its first answer (the
+    same call) and counts once."""
     transport, slept = AnswerLost("/tool-calls"), []
     with Client(live.api, live.agent_token, transport=transport, sleep=slept.append) as lw:
         task_id = lw.create_task(f"asks across a dropped answer {unique}")["id"]
-        with pytest.raises(httpx.ReadError):
-            lw.request_tool(task_id, "search", {"q": unique})
+        answer = lw.request_tool(task_id, "search", {"q": unique})
         task = lw.get_task(task_id)
-    assert slept == [] and task["usage"]["tool_requests"] == 1
+    assert transport.lost == [answer] and answer["decision"] == "EXECUTE"
+    assert slept == [0.5] and task["usage"]["tool_requests"] == 1

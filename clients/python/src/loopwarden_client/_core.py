@@ -49,6 +49,10 @@ class Request:
     params: dict[str, str] | None = None
     task_id: str | None = None
     stop_raises: bool = False  # a guard endpoint: STOP becomes TaskStopped
+    # A decision (a gate, a tool request, their reports, a finish): each send of it carries a
+    # `request_id` of its own, kept when it is sent again, so a resend whose first answer was
+    # lost is answered that answer and counts nothing (`_flows.send_flow`).
+    decision: bool = False
     items: str | None = None  # a list endpoint: the key holding the items, if wrapped
     # A paginated endpoint: the keys whose lists go on in the page its `next` link names; the
     # flow follows every link and answers them concatenated (DESIGN: no list silently cut).
@@ -196,7 +200,9 @@ class Api(Generic[D, L, A]):
     def _ask(self, name: str, body: JSON, task_id: str, *path: object) -> Any:
         """A question to the guard (POST under the task): its STOP raises TaskStopped."""
         path_ = api_path("tasks", task_id, *path)
-        return self._send(Request(name, "POST", path_, body, task_id=task_id, stop_raises=True))
+        return self._send(
+            Request(name, "POST", path_, body, task_id=task_id, stop_raises=True, decision=True)
+        )
 
     # agent endpoints
 
@@ -316,7 +322,7 @@ class Api(Generic[D, L, A]):
         check_evidence(evidence)
         body = drop_none(evidence=dict(evidence) if evidence else None, answer=answer)
         path = api_path("tasks", task_id, "finish")
-        return self._send(Request("finish", "POST", path, body, task_id=task_id))
+        return self._send(Request("finish", "POST", path, body, task_id=task_id, decision=True))
 
     def stop(self, task_id: str, *, reason: str | None = None, request_id: str | None = None) -> D:
         """Stop the task (agent_stop or operator_stop by token; idempotent). Returns the task.

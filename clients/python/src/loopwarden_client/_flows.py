@@ -13,6 +13,7 @@ import contextlib
 import inspect as _inspect
 import sys
 import time
+import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, replace
@@ -27,7 +28,6 @@ from loopwarden_client._core import (
     REQUESTS,
     DecisionHook,
     Request,
-    error_from_response,
     parse_response,
     throttle_delay,
     unwrap_items,
@@ -36,14 +36,10 @@ from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.types import (
     BLOCK,
     COMPLETED,
-    CONTINUE,
     EXECUTE,
     JSON,
     NO_RESULT,
-    PENDING,
-    RETRYABLE,
     REUSE,
-    STOP,
     SUCCESS,
     WAIT,
     ModelCall,
@@ -182,7 +178,10 @@ def send_flow(request: Request, max_tries: int, hook: DecisionHook | None) -> Fl
     """One request as the clients send it: the driver's `send` transmits it and hands back the
     HTTP response; a refusal the server rolled back (`throttle_delay`) is sent again after its
     Retry-After, and a connection that could not be made (`UNSENT`) after a short wait, up to
-    `max_tries` sends; the answer is read by `parse_response`. A paginated request
+    `max_tries` sends. A decision (`request.decision`) goes with a `request_id`, the same on
+    every send of it, and is sent again the same way on any lost answer too (a dropped
+    connection, a read timeout, a 503 after the server acted): the server answers a repeat
+    its first answer and counts nothing. The answer is read by `parse_response`. A paginated request
     (`request.pages`) follows every `next` link and answers every page's items together."""
     if not request.pages:
         return (yield from _sent(request, max_tries, hook))
@@ -213,31 +212,19 @@ UNSENT = (httpx.ConnectError, httpx.ConnectTimeout)
 FIRST_RECONNECT_SECONDS = 0.5
 
 
-# Reports the server records once per call, answering a repeat 409 with nothing changed:
-# when the answer was lost after the request left (a read error, a dropped connection),
-# sending the report again is safe, and that 409 to the repeat says the first one landed.
-REPORTED_ONCE = {
-    "report_result": "RESULT_ALREADY_REPORTED",
-    "report_usage": "USAGE_ALREADY_REPORTED",
-}
-
-
 def _sent(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
-    tries, lost = 1, False
+    sent, tries = identified(request), 1
     while True:
         try:
-            response = yield request
+            response = yield sent
         except httpx.TransportError as exc:
-            unsent = isinstance(exc, UNSENT)
-            if tries >= max_tries or not (unsent or request.name in REPORTED_ONCE):
+            # Sent again when it never left, or, for a decision, whatever became of it: its
+            # request_id has the server answer a repeat the first answer, counting nothing.
+            if tries >= max_tries or not (isinstance(exc, UNSENT) or request.decision):
                 raise
-            lost = lost or not unsent
             yield Sleep(FIRST_RECONNECT_SECONDS * 2 ** (tries - 1))
             tries += 1
             continue
-        landed = REPORTED_ONCE.get(request.name)
-        if lost and response.status_code == 409 and error_from_response(response).code == landed:
-            return (yield from _recorded(request, max_tries, hook))
         delay = throttle_delay(response, tries, max_tries)
         if delay is None:
             return parse_response(request, response, hook)
@@ -245,21 +232,12 @@ def _sent(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[A
         tries += 1
 
 
-def _recorded(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
-    """The answer to a report the server recorded before its answer was lost, read from the
-    task as it is now: STOP with the task's report once it has ended, else CONTINUE (a
-    result's with the task's revision and the wait the result asked for, as the server's)."""
-    task = yield from _sent(REQUESTS.get_task(str(request.task_id)), max_tries, None)
-    body: dict[str, Any] = {"decision": CONTINUE}
-    if task.get("state") != "RUNNING":
-        body = {"decision": STOP, "state": task.get("state"), "reason": task.get("reason"),
-                "report": task.get("report")}  # fmt: skip
-    elif request.name == "report_result":  # its CONTINUE says the task's revision
-        body["revision"] = task.get("revision")
-        sent = request.body or {}
-        if sent.get("kind") in (RETRYABLE, PENDING) and sent.get("wait_ms"):
-            body["wait_ms"] = sent["wait_ms"]
-    return parse_response(request, httpx.Response(200, json=body), hook)
+def identified(request: Request) -> Request:
+    """A decision with a `request_id` of its own (a new one for every send of the flow, so a
+    second ask after a WAIT is a request of its own); any other request as it is."""
+    if not request.decision or "request_id" in (request.body or {}):
+        return request
+    return replace(request, body={**(request.body or {}), "request_id": uuid.uuid4().hex})
 
 
 def describe(exc: BaseException) -> str:

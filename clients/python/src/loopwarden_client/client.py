@@ -46,7 +46,8 @@ class ClientOptions(TypedDict, total=False):
     `timeout` in seconds (10), `on_decision(endpoint, request, answer)`, called with every guard
     decision, and `max_throttle_tries` (5), the sends of one request refused with a 429
     `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED`, each after its
-    Retry-After, or whose connection could not be made."""
+    Retry-After, or whose connection could not be made (or, for a decision, whose answer was
+    lost)."""
 
     timeout: float
     on_decision: DecisionHook | None
@@ -89,11 +90,12 @@ class Client(_Shell[JSON, list[JSON], Any]):
     A 429 `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED` (nothing was
     decided) is sent again after its Retry-After, and a connection that could not be made
     (`httpx.ConnectError`, `ConnectTimeout`: the request never left) after 0.5 s, doubling, up
-    to `max_throttle_tries` sends (`options`: see `ClientOptions`). A usage or result report
-    whose answer was lost (a read timeout, a connection dropped mid-answer) is sent again the
-    same way: the server records each once, and its 409 to the repeat means the first landed,
-    so the answer is read from the task. Any other request's lost answer is raised: the
-    server may have acted on it.
+    to `max_throttle_tries` sends (`options`: see `ClientOptions`). Every decision (a gate, a
+    tool request, a usage or result report, a finish) carries a `request_id` of its own, and
+    one whose answer was lost (a read timeout, a connection dropped mid-answer, a 503 after
+    the server acted) is sent again the same way under that id: the server answers the
+    repeat with the first answer and counts nothing. Any other request's lost answer is
+    raised: the server may have acted on it.
     """
 
     def __init__(
