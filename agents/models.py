@@ -316,6 +316,7 @@ class Task(ReadOften):
     window = models.JSONField(default=list)
     blocked = models.JSONField(default=list)
     pending = models.JSONField(default=list)  # fingerprints executed, result not reported yet
+    awaited = models.JSONField(default=list)  # fingerprints whose last result was PENDING
     signatures = models.JSONField(default=list)
     # Texts of the last plans and reflection, kept only when a similarity threshold is set
     # (the repeated-output rule compares them by similarity; see guard.model).
