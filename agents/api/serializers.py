@@ -343,5 +343,8 @@ class ProfileIn(Strict):
 class AgentPatchIn(Strict):
     """PATCH agents/{name} (admin): the profiles the agent may use besides its default."""
 
-    allowed_profiles = serializers.ListField(child=StrictStr(max_length=64), max_length=500)
+    allowed_profiles = serializers.ListField(
+        child=StrictStr(max_length=64), max_length=500, required=False,
+        help_text="Replaces the granted profiles; absent: they stay as they are.",
+    )  # fmt: skip
     reason = StrictStr(required=False, allow_blank=True, max_length=2000, default="")

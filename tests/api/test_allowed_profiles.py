@@ -67,3 +67,27 @@ def test_it_refuses_to_grant_an_unknown_profile(admin_api, agent):
 
     assert response.status_code == 400
     assert "allowed_profiles" in response.body["error"]["fields"]
+
+
+def test_a_patch_without_allowed_profiles_changes_nothing(admin_api, agent, loose):
+    _, row = agent
+    row.allowed_profiles.add(loose)
+    events = Event.objects.count()
+
+    response = admin_api.patch("agents/agent-a", {})
+
+    assert response.status_code == 200, response.body
+    assert response.body["allowed_profiles"] == ["loose"]
+    assert Event.objects.count() == events
+    response = admin_api.patch("agents/agent-a", {"reason": "checking"})
+    assert response.status_code == 200, response.body
+
+
+def test_a_long_reason_up_to_its_bound_is_taken(admin_api, agent, loose):
+    _, row = agent
+    row.allowed_profiles.add(loose)
+
+    response = admin_api.patch("agents/agent-a", {"allowed_profiles": [], "reason": "0" * 2000})
+
+    assert response.status_code == 200, response.body
+    assert response.body["allowed_profiles"] == []
