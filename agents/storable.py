@@ -33,7 +33,8 @@ ENCODED_PREFIX = "\u2400lw:"
 
 # What the database cannot hold, as a regex character class's contents written with escapes
 # that Python's and ECMA's (JSON Schema's) regexes read alike: the API's schema says it too.
-UNSTORABLE_CHARS = r"\u0000\ud800-\udfff"
+NUL = r"\u0000"
+UNSTORABLE_CHARS = NUL + r"\ud800-\udfff"  # NUL and the lone surrogates
 _UNSTORABLE = re.compile(f"[{UNSTORABLE_CHARS}]")
 _TO_ESCAPE = re.compile("[\\\\\x00\ud800-\udfff]")
 _ESCAPE = re.compile(r"\\u([0-9a-f]{4})")
