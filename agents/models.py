@@ -12,6 +12,7 @@ import uuid
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import EmptyResultSet
 from django.core.validators import MinValueValidator
 from django.db import connections, models, transaction
 from django.db.models import Q, signals
@@ -94,7 +95,10 @@ class ProfileQuerySet(models.QuerySet):
         assert transaction.get_connection(self.db).in_atomic_block, "held() needs a transaction"
         if connections[self.db].vendor != "postgresql":
             return list(self)
-        sql, params = self.query.sql_with_params()
+        try:
+            sql, params = self.query.sql_with_params()
+        except EmptyResultSet:  # `name__in=[]`: no profile to hold
+            return []
         table = connections[self.db].ops.quote_name(LimitProfile._meta.db_table)
         return list(self.raw(f"{sql} FOR KEY SHARE OF {table}", params))
 
@@ -315,6 +319,7 @@ class Task(ReadOften):
     window = models.JSONField(default=list)
     blocked = models.JSONField(default=list)
     pending = models.JSONField(default=list)  # fingerprints executed, result not reported yet
+    awaited = models.JSONField(default=list)  # fingerprints whose last result was PENDING
     signatures = models.JSONField(default=list)
     # Texts of the last plans and reflection, kept only when a similarity threshold is set
     # (the repeated-output rule compares them by similarity; see guard.model).

@@ -31,7 +31,11 @@ from typing import Any
 # "␀lw:": visible in the database and in a raw dump, and never the start of ordinary text.
 ENCODED_PREFIX = "\u2400lw:"
 
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# What the database cannot hold, as a regex character class's contents written with escapes
+# that Python's and ECMA's (JSON Schema's) regexes read alike: the API's schema says it too.
+NUL = r"\u0000"
+UNSTORABLE_CHARS = NUL + r"\ud800-\udfff"  # NUL and the lone surrogates
+_UNSTORABLE = re.compile(f"[{UNSTORABLE_CHARS}]")
 _TO_ESCAPE = re.compile("[\\\\\x00\ud800-\udfff]")
 _ESCAPE = re.compile(r"\\u([0-9a-f]{4})")
 

@@ -443,6 +443,7 @@ def to_state(task: Task, *, seen_hashes: list[str] | None = None) -> terms.TaskS
         window=[terms.WindowEntry.from_dict(e) for e in task.window],
         blocked=list(task.blocked),
         pending=list(task.pending),
+        awaited=list(task.awaited),
         signatures=list(task.signatures),
         plans=list(task.plans),
         reflection=task.reflection,
@@ -460,6 +461,7 @@ def apply_state(task: Task, state: terms.TaskState) -> None:
     task.window = [e.to_dict() for e in state.window]
     task.blocked = state.blocked
     task.pending = state.pending
+    task.awaited = state.awaited
     task.signatures = state.signatures
     task.plans = state.plans
     task.reflection = state.reflection

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-NOT_SPACE = r"[^\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]"
+SPACE_CHARS = r"\t\n\x0b\x0c\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+NOT_SPACE = f"[^{SPACE_CHARS}]"
 _NOT_SPACE = re.compile(NOT_SPACE)
 
 

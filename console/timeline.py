@@ -26,7 +26,6 @@ from typing import Any
 
 from agents import storable
 from agents.guard import terms
-from agents.guard.lifecycle import release_pending
 from agents.guard.model import note_plan
 from agents.guard.transitions import restart_streak
 from agents.guard.window import cycle_period, is_poll, join_window, repetition, window_count
@@ -228,6 +227,13 @@ def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
         state=terms.RUNNING, phase=1, limits=limits, deadline_at=task.deadline_at
     )
     owner: dict[int, int] = {}  # id(window entry) -> the seq of the call it stands for
+    in_flight: list[int] = []  # the seqs of `state.pending`'s calls, in the same order
+
+    def leaves_pending(fp: str) -> None:
+        if fp in state.pending:
+            del in_flight[state.pending.index(fp)]
+            state.pending.remove(fp)
+
     marks: dict[int, Marks] = {}
     seen: dict[str, int] = {}
     for step in steps:
@@ -242,12 +248,12 @@ def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
         if not fp:  # stopped before fingerprinting
             continue
         if step.kind == "release":
-            release_pending(state, fp)
+            leaves_pending(fp)
         elif step.kind == "result":
             kind, reason, revision_after, novel_keys = step.row[8:12]
             before, state.revision = state.revision, max(state.revision, revision_after or 0)
-            if step.row[7] is None and fp in state.pending:  # still in flight, until now
-                state.pending.remove(fp)
+            if step.row[7] is None:  # still in flight, until now
+                leaves_pending(fp)
             if _stopped_at(phases, step.at):  # answered STOP: nothing else moved
                 continue
             if kind not in _JOINING_KINDS or reason in _BEFORE_PROGRESS_STEP:
@@ -270,12 +276,15 @@ def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
             mark.rule = repetition(state, fp) or ""
             period = cycle_period(state, fp)
             if period:
-                members = [owner[id(e)] for e in state.window[-(2 * period - 1) :]] + [seq]
+                # The calls the cycle rule read, in request order (window.requested).
+                members = [*(owner[id(e)] for e in state.window), *in_flight]
+                members = [*members[len(members) - (2 * period - 1) :], seq]
                 for member in members:
                     cycle_mark = marks.setdefault(member, Marks())
                     cycle_mark.cycle = cycle_mark.cycle or period
             if decision == terms.EXECUTE:
                 state.pending.append(fp)
+                in_flight.append(seq)
             elif decision == terms.REUSE:
                 entry = terms.WindowEntry(fingerprint=fp, tool=tool)
                 owner[id(entry)] = seq

@@ -150,6 +150,13 @@ TEMPLATES = [
 ]
 
 
+# How long a request waits for the embedded database's write lock before it answers 503
+# DATABASE_UNAVAILABLE with Retry-After: well inside the thin client's timeout (30 s), so the
+# client hears that answer and sends the request again, instead of giving up on a request the
+# server is still working on (README, "Timeouts").
+DB_LOCK_WAIT_SECONDS = 20
+
+
 def _database() -> dict:
     url = env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'loopwarden.sqlite3'}")
     conn_max_age = env_int("DB_CONN_MAX_AGE", 0)
@@ -165,7 +172,7 @@ def _database() -> dict:
         # WAL lets readers run beside the writer, IMMEDIATE takes the write lock at BEGIN so a
         # transaction that locks the task row never fails half-way on a lock upgrade.
         config["OPTIONS"] = {
-            "timeout": 30,
+            "timeout": DB_LOCK_WAIT_SECONDS,
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }

@@ -173,7 +173,8 @@ class AgentDetail(APIView):
         operation_id="agent_update",
         summary="Grant an agent profiles",
         description="Admins (change_agent) set the profiles the agent may name at task "
-        "creation besides its default; unknown names answer 400; audited.",
+        "creation besides its default; unknown names answer 400; audited. Without "
+        "`allowed_profiles` nothing changes.",
         parameters=[AGENT_NAME],
         request=s.AgentPatchIn,
         responses=r.answers({200: r.AgentDetail}, body=True),
@@ -182,8 +183,9 @@ class AgentDetail(APIView):
         require_perm(request, "agents.change_agent")
         data = _valid(s.AgentPatchIn, request)
         agent = configuration.agent_set_allowed_profiles(
-            name=name, profiles=data["allowed_profiles"], user=request.user, reason=data["reason"]
-        )
+            name=name, profiles=data.get("allowed_profiles"), user=request.user,
+            reason=data["reason"],
+        )  # fmt: skip
         return Response(selectors.agent_json(self._get(agent.name)))
 
 

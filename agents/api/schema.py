@@ -11,9 +11,34 @@ from drf_spectacular.extensions import (
 )
 from drf_spectacular.plumbing import force_instance
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 
+from agents.api.fields import NOT_BLANK, AnyJSON, JSONObject, StrictStr
 from agents.guard import keys
+from agents.storable import NUL
+from agents.text import SPACE_CHARS
+
+# Text the database can hold (agents.storable): what a body that is not a report may carry,
+# keys of its objects included; a required text also holds a non-space character. The
+# patterns name NUL only: a lone surrogate cannot be sent as UTF-8 at all (only as a JSON
+# escape), and a pattern holding the surrogate range is one schemathesis cannot generate
+# from, so it drops it; the descriptions say both.
+STORABLE_TEXT = rf"^[^{NUL}]*$"
+STORABLE_NOT_BLANK = rf"^[^{NUL}]*[^{NUL}{SPACE_CHARS}][^{NUL}]*$"
+STORABLE_JSON = "StorableJSON"
+_STORABLE_JSON_REF = {"$ref": f"#/components/schemas/{STORABLE_JSON}"}
+# Keywords of one type each, so the one schema holds for any JSON value, at any depth. Object
+# keys are refused alike, which OpenAPI 3.0 cannot state (it has no `propertyNames`): the
+# description says it, and the conformance run keeps NUL out of generated keys.
+UNSTORABLE_KEYS = "Object keys holding NUL or a lone surrogate are refused alike (400)."
+STORABLE_JSON_SCHEMA = {
+    "description": "Any JSON value whose text holds no NUL and no lone surrogate: the database "
+    f"cannot hold them (400 UNSUPPORTED_TEXT). {UNSTORABLE_KEYS}",
+    "pattern": STORABLE_TEXT,
+    "additionalProperties": _STORABLE_JSON_REF,
+    "items": _STORABLE_JSON_REF,
+}
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -43,6 +68,10 @@ class StrictSerializerScheme(OpenApiSerializerExtension):
         one_of_these = getattr(serializer, "at_least_one_of", ())
         if one_of_these:
             schema["anyOf"] = [{"required": [name]} for name in one_of_these]
+        if not serializer.records_reports:
+            for name, field in serializer.fields.items():
+                if name in schema.get("properties", {}):
+                    _storable(field, schema["properties"][name])
         for name, (on, values) in getattr(serializer, "only_with", {}).items():
             # `name` other than null only when `on` is one of `values` (the service's rule).
             schema.setdefault("allOf", []).append({"anyOf": [
@@ -50,6 +79,23 @@ class StrictSerializerScheme(OpenApiSerializerExtension):
                 {"properties": {name: {"nullable": True, "not": {}}}},  # absent, or null
             ]})  # fmt: skip
         return schema
+
+
+def _storable(field: serializers.Field, prop: dict) -> None:
+    """Say in a field's schema `prop` that its text must be storable, as the API's parser
+    refuses it otherwise (a body that is not a report: see `Strict.records_reports`)."""
+    if isinstance(field, serializers.ListField) and "items" in prop:
+        _storable(field.child, prop["items"])
+    elif isinstance(field, JSONObject):
+        prop["additionalProperties"] = _STORABLE_JSON_REF
+        prop["description"] = f"{prop.get('description', '')} {UNSTORABLE_KEYS}".lstrip()
+    elif isinstance(field, AnyJSON):
+        prop["allOf"] = [_STORABLE_JSON_REF]
+    elif isinstance(field, StrictStr) and "enum" not in prop:
+        if NOT_BLANK in field.validators:
+            prop["pattern"] = STORABLE_NOT_BLANK
+        elif "pattern" not in prop:  # a pattern of its own (a slug) admits no such text
+            prop["pattern"] = STORABLE_TEXT
 
 
 class ConstFieldScheme(OpenApiSerializerFieldExtension):
@@ -107,6 +153,7 @@ def describe_the_api(result, generator, request, public):
     that must name something (required fields, or one of several) must be sent at all."""
     result["info"]["description"] = API_REFERENCE
     components = result.get("components", {}).get("schemas", {})
+    components[STORABLE_JSON] = STORABLE_JSON_SCHEMA
     for methods in result["paths"].values():
         for operation in methods.values():
             body = operation.get("requestBody") if isinstance(operation, dict) else None

@@ -45,6 +45,10 @@ class Strict(serializers.Serializer):
     # field, so the answers are the same.
     shared_fields = False
     _template = False
+    # A report of what already happened (a usage report, a tool's result): its text is stored
+    # encoded, never refused, so the schema allows any text there; elsewhere it says that NUL
+    # and lone surrogates are refused (agents/api/schema.py).
+    records_reports = False
 
     @cached_property
     def fields(self):
@@ -180,11 +184,14 @@ class ModelCallIn(Strict):
 class ToolCallSpec(Strict):
     """A tool call a model asked for, in a usage report (a report: see `StrictStr`)."""
 
+    records_reports = True
+
     name = StrictStr(max_length=200, reported=True)
     args = JSONObject(required=False, default=dict)
 
 
 class UsageIn(Strict):
+    records_reports = True
     shared_fields = True
 
     prompt_tokens = StrictInt(min_value=0)
@@ -223,6 +230,7 @@ class ToolRequestIn(Strict):
 
 
 class ToolResultIn(Strict):
+    records_reports = True
     shared_fields = True
 
     # `kind` is any string, blank or long included: an unknown kind is not a 400, the tool ran
@@ -362,5 +370,8 @@ class ProfileIn(Strict):
 class AgentPatchIn(Strict):
     """PATCH agents/{name} (admin): the profiles the agent may use besides its default."""
 
-    allowed_profiles = serializers.ListField(child=StrictStr(max_length=64), max_length=500)
+    allowed_profiles = serializers.ListField(
+        child=StrictStr(max_length=64), max_length=500, required=False,
+        help_text="Replaces the granted profiles; absent: they stay as they are.",
+    )  # fmt: skip
     reason = StrictStr(required=False, allow_blank=True, max_length=2000, default="")

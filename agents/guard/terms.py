@@ -218,6 +218,9 @@ class TaskState:
     window: list[WindowEntry] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # fingerprints already answered BLOCK
     pending: list[str] = field(default_factory=list)  # executed, result not reported yet
+    # Fingerprints whose last result was PENDING: asking for one again without `job_id`
+    # restarts the job instead of polling it, and draws on the poll budget all the same.
+    awaited: list[str] = field(default_factory=list)
     signatures: list[str] = field(default_factory=list)  # last action signatures, newest last
     # With a similarity threshold: the last plans' texts (newest last) and the last reflection,
     # so repeated output can be judged by similarity as well as equality.

@@ -239,14 +239,18 @@ def request_tool(
             # UNKNOWN, or a state this core does not know: never blind-retry a write.
             return halt(task, NEEDS_HUMAN, "unknown_commit", fingerprint=fp)
 
-    if is_poll(req.job_id):
-        # A status poll: asking again is the point, so repetition rules do not apply; the
-        # poll budget (and the deadline) bound it instead.
+    poll = is_poll(req.job_id)
+    if poll or fp in task.awaited:
+        # A status poll, or a restart of a job whose last answer was PENDING (a job started
+        # again instead of polled never joins the window): the poll budget (and the deadline)
+        # bound both.
         if task.polls >= limits.max_polls:
             return halt(task, PARTIAL, "poll_budget", fingerprint=fp)
         task.polls += 1
-        # A model that plans the same poll every round is waiting, not looping: the
-        # repeated-output streak starts again (DESIGN.md section 4, check 8).
+    if poll:
+        # Asking again is the point of a poll, so the repetition rules do not apply. A model
+        # that plans the same poll every round is waiting, not looping: the repeated-output
+        # streak starts again (DESIGN.md section 4, check 8).
         restart_streak(task)
     else:
         rule = repetition(task, fp)
@@ -277,7 +281,7 @@ def request_tool(
     if task.tool_executions >= limits.max_tool_executions:
         return halt(task, PARTIAL, "execution_budget", fingerprint=fp)
     task.tool_executions += 1
-    if not is_poll(req.job_id):
+    if not poll:
         task.pending.append(fp)
     return Outcome(decision=EXECUTE, fingerprint=fp, claim=is_write)
 
@@ -360,6 +364,14 @@ def _made_progress(task: TaskState, result: ToolResult, evidence: Evidence | Non
     return True
 
 
+def _await(task: TaskState, fp: str, pending: bool) -> None:
+    """Keep whether `fp`'s last result was PENDING."""
+    if pending and fp not in task.awaited:
+        task.awaited.append(fp)
+    elif not pending and fp in task.awaited:
+        task.awaited.remove(fp)
+
+
 def _summary(result: ToolResult) -> str:
     """A short quote of what a call returned, kept in its window entry for step 10's nudge."""
     if result.data is None:
@@ -419,8 +431,10 @@ def report_result(
     if result.kind == PRECONDITION:
         return halt(task, NEEDS_HUMAN, "precondition", fingerprint=fp, **ledger)
 
-    # 5. Progress. Waiting (PENDING) is neither progress nor a loop: polls bound it.
+    # 5. Progress. Waiting (PENDING) is neither progress nor a loop: polls bound it, and
+    # asking for this call again without `job_id` restarts the job, a poll all the same.
     note_milestone(task, evidence)
+    _await(task, fp, result.kind == PENDING)
     progress = False
     if result.kind != PENDING:
         progress = _made_progress(task, result, evidence)

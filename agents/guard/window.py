@@ -2,6 +2,8 @@
 
 The window holds the steps since the last progress: an executed call joins it when its result
 arrives (then it is known whether it made progress), a reused committed write joins it at once.
+Until then it is pending, and the loop rules count it all the same: an agent that never reports
+must not repeat a call, or go round a cycle, for free.
 Progress clears it (and the BLOCK markers that belong to it) before the step that made it
 joins. A status poll never meets the repetition rules, and a BLOCKed or stopped request never
 joins the window: nothing ran.
@@ -35,13 +37,22 @@ def window_count(task: TaskState, fp: str) -> int:
     return done + task.pending.count(fp)
 
 
+def requested(task: TaskState) -> list[str]:
+    """The window's fingerprints in the order their requests came: the steps whose results
+    arrived, then the calls still in flight (kept in request order). An agent that calls one
+    tool at a time gets its results in that order too; an A-B-A-B whose results never arrive
+    is still a cycle."""
+    return [entry.fingerprint for entry in task.window] + task.pending
+
+
 def cycle_period(task: TaskState, fp: str) -> int:
     """The period p (2 <= p <= max_cycle_period) of the sequence `fp` would repeat for the
-    second time in a row, or 0 when it completes none.
+    second time in a row, or 0 when it completes none. The sequence is `requested`, results
+    arrived or not.
 
     At least two distinct fingerprints are required: A A A A is same_call's business.
     """
-    seq = [entry.fingerprint for entry in task.window] + [fp]
+    seq = [*requested(task), fp]
     for period in range(2, task.limits.max_cycle_period + 1):
         if len(seq) < 2 * period:
             break

@@ -224,19 +224,24 @@ def profile_delete(*, user, name: str) -> None:
         profile.delete()
 
 
-def agent_set_allowed_profiles(*, name: str, profiles: list[str], user, reason: str = "") -> Agent:
-    """Replace the profiles an admin granted the agent (its default is always allowed).
+def agent_set_allowed_profiles(
+    *, name: str, profiles: list[str] | None, user, reason: str = ""
+) -> Agent:
+    """Replace the profiles an admin granted the agent (its default is always allowed);
+    `profiles` None (a partial update that names none) keeps them as they are.
 
     Locks the agent row, the one task creation locks too, so a creation sees the grant as it
     was before or after the change, never half of it. Every name must be an existing profile;
     an unknown one changes nothing. Writes the audit event in the same transaction.
     """
-    wanted = list(dict.fromkeys(profiles))
     with transaction.atomic():
         try:
             agent = Agent.objects.select_for_update().get(name=name)
         except Agent.DoesNotExist:
             raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
+        if profiles is None:
+            return agent
+        wanted = list(dict.fromkeys(profiles))
         found = {p.name: p for p in LimitProfile.objects.filter(name__in=wanted).held()}
         unknown = [n for n in wanted if n not in found]
         if unknown:

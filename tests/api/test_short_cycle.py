@@ -51,3 +51,16 @@ def test_it_ignores_cycles_longer_than_max_cycle_period(agent_api, db):
     answer = request_tool(agent_api, task["id"], *INVOICE)
 
     assert answer["decision"] == "EXECUTE"
+
+
+def test_it_stops_an_alternation_whose_results_never_arrive_at_the_fourth_request(
+    agent_api, patient_profile
+):
+    task = new_task(agent_api, profile="patient")
+    for call in (ORDER, CUSTOMER, ORDER):
+        assert request_tool(agent_api, task["id"], *call)["decision"] == "EXECUTE"
+
+    answer = request_tool(agent_api, task["id"], *CUSTOMER)
+
+    stop_report = assert_stopped(answer, "PARTIAL", "short_cycle", "GUARD_LOOP_DETECTED")
+    assert stop_report["usage"]["tool_requests"] == 4

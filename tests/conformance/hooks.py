@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from urllib.parse import urlencode
 
 import requests
@@ -45,21 +46,47 @@ REQUEST_LINE_ROOM = 3800
 @schemathesis.hook
 def filter_case(context, case):
     query = urlencode(case.query or {}, doseq=True)
-    return len(case.formatted_path) + len(query) < REQUEST_LINE_ROOM
+    if len(case.formatted_path) + len(query) >= REQUEST_LINE_ROOM:
+        return False
+    positive = case.meta is not None and case.meta.generation.mode.is_positive
+    return not (positive and _unstorable_key(case.body))
+
+
+# NUL and lone surrogates: refused in input (400 UNSUPPORTED_TEXT). The schema says so for
+# every text but an object's keys, which OpenAPI 3.0 cannot constrain (no `propertyNames`;
+# the description says it); `--generation-allow-x00 false` does not reach keys, so a
+# positive case whose body has such a key is left out here (tests/api covers the refusal).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _unstorable_key(body) -> bool:
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(isinstance(key, str) and _UNSTORABLE.search(key) for key in node):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
-    """Keep every failure but three kinds of false alarm, each told apart below or here: a
-    stop's `reason` is optional for an agent token and required for an operator's (DESIGN), on
-    one path the schema cannot split by token; an operator's stop without one answers 400
-    REASON_REQUIRED (tests/api/test_stop.py)."""
+    """Keep every failure but four kinds of false alarm, each told apart below or here: a
+    stop's `reason` is optional for an agent token and required for an operator's, on one
+    path the schema cannot split by token; an operator's stop without one answers 400
+    REASON_REQUIRED (tests/api/test_stop.py). And a grant of profiles that do not exist
+    (400 UNKNOWN_PROFILE): which names exist is the database's, not the schema's, to say."""
     if type(failure).__name__ == "EnsureResourceAvailability":
         return _task_missing(response)
     if type(failure).__name__ == "UseAfterFree" and "/profiles/" in case.formatted_path:
         return not _profile_name_taken_again(case, response)
     if type(failure).__name__ == "RejectedPositiveData" and case.formatted_path.endswith("/stop"):
         return _error_code(response) != "REASON_REQUIRED"
+    if type(failure).__name__ == "RejectedPositiveData" and "/agents/" in case.formatted_path:
+        return _error_code(response) != "UNKNOWN_PROFILE"
     return True
 
 

@@ -38,12 +38,14 @@ OPERATIONS = {
     ],
     "operator": [
         "task_list", "task_get", "task_trace", "task_stop", "task_resume", "operation_list",
-        "operation_get", "operation_reconcile", "agent_pause", "agent_unpause", "profile_list",
+        "operation_get", "operation_reconcile", "agent_pause", "agent_unpause", "agent_get",
+        "profile_list",
         "profile_get", "audit_list",
     ],
     "admin": [
         "task_limits_update", "task_resume", "profile_list", "profile_create", "profile_get",
-        "profile_update", "profile_delete", "agent_pause", "agent_unpause", "audit_list",
+        "profile_update", "profile_delete", "agent_pause", "agent_unpause", "agent_get",
+        "agent_update", "audit_list",
     ],
 }  # fmt: skip
 ROLES = tuple(OPERATIONS)

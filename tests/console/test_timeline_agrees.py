@@ -383,3 +383,14 @@ def test_a_poll_on_a_task_stopped_for_the_same_reason_restarts_nothing(agent, ma
     answers.append(_plan(agent, task, PLAN_A))
     assert answers[-1][1].reason == "repeated_output"
     assert assert_plans_agree(task, answers) == [0, 2, 3]
+
+
+def test_a_cycle_of_calls_whose_results_never_arrived(agent):
+    task = _task(agent)
+    for q in ("a", "b", "a"):
+        assert _ask(agent, task, "search", {"q": q})[1].decision == terms.EXECUTE
+    _, outcome = _ask(agent, task, "search", {"q": "b"})
+    assert (outcome.decision, outcome.reason) == (terms.STOP, "short_cycle")
+    assert assert_marks_agree(task)["short_cycle"] == 1
+    cycles = [row.marks.cycle for row in timeline(task).rows if row.kind == "tool"]
+    assert cycles == [2, 2, 2, 2]

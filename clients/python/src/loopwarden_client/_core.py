@@ -26,6 +26,10 @@ from loopwarden_client.types import JSON, STOP, check_evidence, drop_none
 DecisionHook = Callable[[str, JSON, JSON], None]
 
 DEFAULT_WAIT_MS = 1000  # when a WAIT forgets to say how long
+# Seconds the client waits on the server: longer than the server's own longest wait (the
+# embedded database's lock wait, 20 s, after which it answers 503 with Retry-After), so an
+# answer is heard rather than the request abandoned while the server still works on it.
+DEFAULT_TIMEOUT_SECONDS = 30.0
 USER_AGENT = f"loopwarden-client/{VERSION}"
 THROTTLED = "THROTTLED"
 # Refusals made before anything was decided, so sending the request again is safe: (status, code).

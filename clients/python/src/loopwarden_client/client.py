@@ -23,7 +23,14 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import httpx
 
-from loopwarden_client._core import REQUESTS, Api, DecisionHook, Request, http_options
+from loopwarden_client._core import (
+    DEFAULT_TIMEOUT_SECONDS,
+    REQUESTS,
+    Api,
+    DecisionHook,
+    Request,
+    http_options,
+)
 from loopwarden_client._flows import (
     Flow,
     adrive,
@@ -43,7 +50,7 @@ A = TypeVar("A")  # ... any JSON
 
 class ClientOptions(TypedDict, total=False):
     """What both clients take beside the URL, the token, the transport and the sleep: the HTTP
-    `timeout` in seconds (10), `on_decision(endpoint, request, answer)`, called with every guard
+    `timeout` in seconds (30), `on_decision(endpoint, request, answer)`, called with every guard
     decision, and `max_throttle_tries` (5), the sends of one request refused with a 429
     `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED`, each after its
     Retry-After, or whose connection could not be made (or, for a decision, whose answer was
@@ -65,7 +72,7 @@ class _Shell(Api[D, L, A]):
         transport: Any,
         sleep: Callable[[float], Any],
         *,
-        timeout: float = 10.0,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
         on_decision: DecisionHook | None = None,
         max_throttle_tries: int = 5,
     ) -> None:
