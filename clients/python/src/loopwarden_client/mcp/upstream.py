@@ -29,6 +29,9 @@ log = logging.getLogger("loopwarden.mcp")
 # JSON-RPC errors that say the request was refused before the tool ran.
 REFUSED_CODES = {-32600, -32601, -32602}
 TIMEOUT_CODE = -32001
+# Starting a server (a process, its imports, the handshake, its tool list) may take longer than
+# one call is allowed to.
+MIN_START_SECONDS = 30.0
 
 
 class UpstreamLost(Exception):
@@ -96,9 +99,9 @@ class Upstream:
         async with self._lock:
             if self._client is None:
                 try:
-                    with anyio.fail_after(self.timeout):
+                    with anyio.fail_after(max(self.timeout, MIN_START_SECONDS)):
                         self._client = await self._tasks.start(self._hold)
-                    listing = await self._client.list_tools(cache_mode="refresh")
+                        listing = await self._client.list_tools(cache_mode="refresh")
                 except Exception as exc:  # noqa: BLE001 - reported as the upstream's error
                     await self._drop()
                     self.error = _describe(exc)
