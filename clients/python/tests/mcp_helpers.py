@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,7 +15,6 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
@@ -76,20 +76,12 @@ def http_gateway(config: Path, token: str, port: int) -> Iterator[str]:
         [GATEWAY, "--config", str(config), "--http", f"127.0.0.1:{port}"],
         env=env, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url, timeout=2)
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    _, err = process.communicate(timeout=5) if process.poll() is not None else (
-                        None, b"")  # fmt: skip
-                    raise RuntimeError(f"the HTTP gateway did not start: {err!r}") from None
-                time.sleep(0.2)
-        yield url
+        try:
+            _wait_for_port(port, process)
+        except RuntimeError:
+            raise RuntimeError(f"the HTTP gateway did not start: {process.stderr.read()!r}")
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -120,3 +112,38 @@ def wait_for_state(lw: Any, task_id: str, states: set[str], timeout: float = 30)
         if task["state"] in states or time.monotonic() > deadline:
             return task
         time.sleep(0.2)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def http_upstream(counter_dir: Path) -> Iterator[str]:
+    """The fixture upstream served over streamable HTTP: its /mcp URL."""
+    port = free_port()
+    env = {**os.environ, "COUNTER_DIR": str(counter_dir)}
+    process = subprocess.Popen(
+        [sys.executable, str(COUNTING), "--http", str(port)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[Any]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"nothing listens on {port}") from None
+            time.sleep(0.2)
