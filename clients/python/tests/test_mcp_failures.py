@@ -146,3 +146,29 @@ async def test_two_sessions_racing_one_write_execute_it_once(tmp_path, live, cou
     assert sorted(decision(a) for a in answers.values()) == ["EXECUTE", "REUSE"]
     assert answers["one"].structured_content == answers["two"].structured_content
     assert len(executions(counters, "slow_write")) == 1
+
+
+async def test_a_wait_past_its_bound_is_a_retry_hint(tmp_path, live, counters, unique):
+    servers = {"store": counting_server(counters, tools={"slow_write": {"key": ["item"]}})}
+    config = write_config(tmp_path / "gw.json", live, servers, max_wait_tries=1)
+    args = {"item": unique, "seconds": 8}
+    answers = {}
+
+    async def holder(client) -> None:
+        answers["holder"] = await client.call_tool("slow_write", args)
+
+    async with stdio_gateway(config, live.agent_token) as one, stdio_gateway(
+        config, live.agent_token
+    ) as two:
+        await one.list_tools()
+        await two.list_tools()
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(holder, one)
+            while not executions(counters, "slow_write"):  # the holder's write has started
+                await anyio.sleep(0.1)
+            answers["waiter"] = await two.call_tool("slow_write", args)
+    waiter = answers["waiter"]
+    assert (decision(waiter), waiter.is_error) == ("WAIT", True)
+    assert "OPERATION_IN_FLIGHT" in text(waiter) and '"retryable": true' in text(waiter)
+    assert decision(answers["holder"]) == "EXECUTE"
+    assert len(executions(counters, "slow_write")) == 1

@@ -169,7 +169,8 @@ def _upstream(name: Any, entry: Any, where: str) -> UpstreamConfig:
 def _tool_rule(rule: Any, here: str) -> ToolRule:
     if rule in (READ, WRITE):
         return ToolRule(effect=rule)
-    rule = _object(rule, here)
+    if not isinstance(rule, dict):
+        raise ConfigError(f'{here} must be "read", "write" or {{"effect", "key", "key_argument"}}')
     effect = rule.get("effect")
     if effect not in (None, READ, WRITE):
         raise ConfigError(f"{here}.effect must be \"read\" or \"write\", not {effect!r}")
