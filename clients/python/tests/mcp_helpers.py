@@ -80,7 +80,8 @@ def http_gateway(config: Path, token: str, port: int) -> Iterator[str]:
         try:
             _wait_for_port(port, process)
         except RuntimeError:
-            raise RuntimeError(f"the HTTP gateway did not start: {process.stderr.read()!r}")
+            error = process.stderr.read() if process.stderr else b""
+            raise RuntimeError(f"the HTTP gateway did not start: {error!r}") from None
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         if process.poll() is None:

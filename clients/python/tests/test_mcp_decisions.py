@@ -40,7 +40,8 @@ def counters(tmp_path: Path) -> Path:
 def config(tmp_path: Path, live, counters: Path) -> Path:
     servers = {
         "billing": counting_server(
-            counters, tools={"charge": {"key": ["invoice"]}, "refuse": {"key": ["item"]}, "lookup": "read"}
+            counters,
+            tools={"charge": {"key": ["invoice"]}, "refuse": {"key": ["item"]}, "lookup": "read"},
         )
     }
     return write_config(tmp_path / "gateway.json", live, servers)

@@ -157,9 +157,10 @@ async def test_a_wait_past_its_bound_is_a_retry_hint(tmp_path, live, counters, u
     async def holder(client) -> None:
         answers["holder"] = await client.call_tool("slow_write", args)
 
-    async with stdio_gateway(config, live.agent_token) as one, stdio_gateway(
-        config, live.agent_token
-    ) as two:
+    async with (
+        stdio_gateway(config, live.agent_token) as one,
+        stdio_gateway(config, live.agent_token) as two,
+    ):
         await one.list_tools()
         await two.list_tools()
         async with anyio.create_task_group() as calls:

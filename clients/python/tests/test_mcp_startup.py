@@ -41,9 +41,14 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
         ({"servers": {}}, 'add "mcpServers"'),
         ({"mcpServers": {"a b": {"command": "x"}}}, "must be 1-40 letters"),
         ({"mcpServers": {"a": {"args": []}}}, 'needs either "command" (stdio) or "url"'),
-        ({"mcpServers": {"a": {"command": "x", "tools": {"t": "writ"}}}}, 'must be "read", "write" or'),
-        ({"mcpServers": {"a": {"command": "x", "tools": {"t": {"key": "id"}}}}},
-         "key must be a list of argument names"),  # fmt: skip
+        (
+            {"mcpServers": {"a": {"command": "x", "tools": {"t": "writ"}}}},
+            'must be "read", "write" or',
+        ),
+        (
+            {"mcpServers": {"a": {"command": "x", "tools": {"t": {"key": "id"}}}}},
+            "key must be a list of argument names",
+        ),  # fmt: skip
         ({"mcpServers": SERVERS, "loopwarden": {"url": "127.0.0.1:8000"}}, "must start with http"),
         ({"mcpServers": SERVERS, "loopwarden": {"call_timeout_seconds": 0}}, "positive number"),
     ],

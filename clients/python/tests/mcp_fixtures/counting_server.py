@@ -77,7 +77,7 @@ def crash(item: str) -> dict[str, Any]:
 def garbage(item: str) -> dict[str, Any]:
     """Acts, then answers something that is not MCP on stdout, then dies."""
     count("garbage", item=item)
-    sys.stdout.write("this is not JSON-RPC\n{\"jsonrpc\": \"2.0\", \"id\": \"nope\"}\n")
+    sys.stdout.write('this is not JSON-RPC\n{"jsonrpc": "2.0", "id": "nope"}\n')
     sys.stdout.flush()
     os._exit(4)
 

@@ -76,7 +76,7 @@ def check_loopwarden(config: GatewayConfig) -> None:
     except httpx.HTTPError as exc:
         raise ConfigError(
             f"cannot reach Loopwarden at {config.url} ({type(exc).__name__}): start it, or set "
-            "LOOPWARDEN_URL or \"url\" under \"loopwarden\""
+            'LOOPWARDEN_URL or "url" under "loopwarden"'
         ) from None
     if answer.status_code in (401, 403):
         raise ConfigError(

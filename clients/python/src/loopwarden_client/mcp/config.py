@@ -4,8 +4,8 @@ Loopwarden's own section and per-tool entries.
     {
       "loopwarden": {"url": "http://127.0.0.1:8000/api/v1/", "goal": "...", "profile": "novelty"},
       "mcpServers": {
-        "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
-                  "tools": {"write_file": {"effect": "write", "key": ["path", "content"]}}},
+        "db": {"command": "mcp-server-sqlite", "args": ["--db-path", "/srv/shop.db"],
+               "tools": {"read_query": "read", "write_query": {"key": ["query"]}}},
         "billing": {"url": "http://127.0.0.1:9000/mcp", "headers": {"Authorization": "Bearer ..."},
                     "tools": {"charge": {"key": ["invoice"], "key_argument": "idempotency_key"}}}
       }
@@ -76,7 +76,9 @@ class GatewayConfig:
     api_timeout_seconds: float = 30.0
 
 
-def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> GatewayConfig:
+def load_config(
+    path: str | os.PathLike[str], environ: Mapping[str, str] | None = None
+) -> GatewayConfig:
     """Read and check the config file; the token comes from the environment first."""
     environ = os.environ if environ is None else environ
     file = Path(path)
@@ -91,19 +93,23 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
     return parse_config(document, environ, where=str(file))
 
 
-def parse_config(document: Any, environ: Mapping[str, str], *, where: str = "config") -> GatewayConfig:
+def parse_config(
+    document: Any, environ: Mapping[str, str], *, where: str = "config"
+) -> GatewayConfig:
     if not isinstance(document, dict):
-        raise ConfigError(f"{where}: the file must hold a JSON object with \"mcpServers\"")
-    section = _object(document.get("loopwarden", {}), f"{where}: \"loopwarden\"")
+        raise ConfigError(f'{where}: the file must hold a JSON object with "mcpServers"')
+    section = _object(document.get("loopwarden", {}), f'{where}: "loopwarden"')
     servers = document.get("mcpServers")
     if not isinstance(servers, dict) or not servers:
         raise ConfigError(
-            f"{where}: add \"mcpServers\": {{\"name\": {{\"command\": ...}}}}, the servers to guard"
+            f'{where}: add "mcpServers": {{"name": {{"command": ...}}}}, the servers to guard'
         )
     upstreams = tuple(_upstream(name, entry, where) for name, entry in servers.items())
     url = environ.get(URL_ENV) or _text(section, "url", where) or DEFAULT_URL
     if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"{where}: the Loopwarden URL {url!r} must start with http:// or https://")
+        raise ConfigError(
+            f"{where}: the Loopwarden URL {url!r} must start with http:// or https://"
+        )
     return GatewayConfig(
         url=url,
         token=_token(section, environ, where),
@@ -127,22 +133,20 @@ def _token(section: Mapping[str, Any], environ: Mapping[str, str], where: str) -
             raise ConfigError(f"cannot read the token file {token_file}: {exc.strerror}") from None
     if not token:
         raise ConfigError(
-            f"no agent token: set {TOKEN_ENV} (or {TOKEN_FILE_ENV}), or \"token\" under "
-            f"\"loopwarden\" in {where}; `manage.py create_agent NAME` prints one"
+            f'no agent token: set {TOKEN_ENV} (or {TOKEN_FILE_ENV}), or "token" under '
+            f'"loopwarden" in {where}; `manage.py create_agent NAME` prints one'
         )
     return token
 
 
 def _upstream(name: Any, entry: Any, where: str) -> UpstreamConfig:
     if not isinstance(name, str) or not SERVER_NAME.match(name):
-        raise ConfigError(
-            f"{where}: server name {name!r} must be 1-40 letters, digits, '_' or '-'"
-        )
+        raise ConfigError(f"{where}: server name {name!r} must be 1-40 letters, digits, '_' or '-'")
     here = f"{where}: mcpServers.{name}"
     entry = _object(entry, here)
     command, url = entry.get("command"), entry.get("url")
     if (command is None) == (url is None):
-        raise ConfigError(f"{here} needs either \"command\" (stdio) or \"url\" (streamable HTTP)")
+        raise ConfigError(f'{here} needs either "command" (stdio) or "url" (streamable HTTP)')
     args = entry.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise ConfigError(f"{here}.args must be a list of strings")
@@ -150,7 +154,9 @@ def _upstream(name: Any, entry: Any, where: str) -> UpstreamConfig:
         tool: _tool_rule(rule, f"{here}.tools.{tool}")
         for tool, rule in _object(entry.get("tools", {}), f"{here}.tools").items()
     }
-    if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+    if url is not None and (
+        not isinstance(url, str) or not url.startswith(("http://", "https://"))
+    ):
         raise ConfigError(f"{here}.url must be an http:// or https:// URL")
     if command is not None and (not isinstance(command, str) or not command):
         raise ConfigError(f"{here}.command must be a program name or path")
@@ -173,15 +179,15 @@ def _tool_rule(rule: Any, here: str) -> ToolRule:
         raise ConfigError(f'{here} must be "read", "write" or {{"effect", "key", "key_argument"}}')
     effect = rule.get("effect")
     if effect not in (None, READ, WRITE):
-        raise ConfigError(f"{here}.effect must be \"read\" or \"write\", not {effect!r}")
+        raise ConfigError(f'{here}.effect must be "read" or "write", not {effect!r}')
     key = rule.get("key")
     if key is not None and (
         not isinstance(key, list) or not key or not all(isinstance(k, str) for k in key)
     ):
-        raise ConfigError(f"{here}.key must be a list of argument names, e.g. [\"invoice\"]")
+        raise ConfigError(f'{here}.key must be a list of argument names, e.g. ["invoice"]')
     key_argument = _text(rule, "key_argument", here)
     if effect == READ and (key or key_argument):
-        raise ConfigError(f"{here}: a read has no operation key; drop \"key\"/\"key_argument\"")
+        raise ConfigError(f'{here}: a read has no operation key; drop "key"/"key_argument"')
     return ToolRule(effect, tuple(key) if key else None, key_argument)
 
 
@@ -201,12 +207,12 @@ def _strings(value: Any, here: str) -> dict[str, str]:
 def _text(section: Mapping[str, Any], key: str, here: str) -> str | None:
     value = section.get(key)
     if value is not None and not isinstance(value, str):
-        raise ConfigError(f"{here}: \"{key}\" must be a string")
+        raise ConfigError(f'{here}: "{key}" must be a string')
     return value or None
 
 
 def _number(section: Mapping[str, Any], key: str, default: float, here: str) -> float:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{here}: \"loopwarden.{key}\" must be a positive number")
+        raise ConfigError(f'{here}: "loopwarden.{key}" must be a positive number')
     return float(value)

@@ -20,6 +20,7 @@ the server decides, the gateway carries the answer to the MCP client.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -38,14 +39,13 @@ from mcp.server.context import ServerRequestContext
 from loopwarden_client._version import VERSION
 from loopwarden_client.client import AsyncClient, AsyncTaskSession
 from loopwarden_client.errors import LoopwardenError, TaskStopped
-from loopwarden_client.guard import Guard, ToolSpec, stop_text
+from loopwarden_client.guard import Guard, InvalidArguments, ToolSpec, stop_text
 from loopwarden_client.mcp.config import GatewayConfig, ToolRule
 from loopwarden_client.mcp.upstream import Upstream, UpstreamLost, UpstreamRefused
 from loopwarden_client.types import (
     BLOCK,
     EXECUTE,
     INVALID,
-    NO_RESULT,
     READ,
     RETRYABLE,
     REUSE,
@@ -210,7 +210,9 @@ class Gateway:
     ) -> types.ListToolsResult:
         await self.refresh_routes()
         return types.ListToolsResult(
-            tools=[route.tool.model_copy(update={"name": name}) for name, route in self.routes.items()]
+            tools=[
+                route.tool.model_copy(update={"name": name}) for name, route in self.routes.items()
+            ]
         )
 
     async def refresh_routes(self) -> None:
@@ -252,10 +254,8 @@ class Gateway:
         spec = route.spec()
         key_argument = route.key_argument() if spec.effect == WRITE else None
         if key_argument is not None:
-            try:
+            with contextlib.suppress(InvalidArguments):  # Guard.tool answers the model itself
                 args[key_argument] = spec.operation_key(args)
-            except Exception:  # noqa: BLE001 - Guard.tool answers the model's mistake itself
-                pass
         guard = task.guard
         guard.tools[route.api_name] = spec
         answered: list[types.CallToolResult] = []

@@ -136,7 +136,10 @@ class Upstream:
         try:
             with anyio.fail_after(self.timeout + 1):  # the client's own timeout comes first
                 return await client.call_tool(
-                    tool, arguments, read_timeout_seconds=self.timeout, meta=meta  # type: ignore[arg-type]
+                    tool,
+                    arguments,
+                    read_timeout_seconds=self.timeout,
+                    meta=meta,  # type: ignore[arg-type]
                 )
         except MCPError as exc:
             code = getattr(getattr(exc, "error", None), "code", None)
