@@ -3,8 +3,8 @@
 A trivial read-only tool (`devtools/mcp_echo.py`, `echo(n)`) is called by the MCP SDK's client
 over stdio, directly and through the gateway (a real `loopwarden-mcp` subprocess fronting the
 same tool, asking the app under gunicorn), one client at a time and `--clients` at once (each
-its own processes). Beside them, the runner API's two round trips a guarded read costs (tool
-request and result, through the thin client's `AsyncTaskSession.tool`, as the gateway sends
+its own processes), the kinds alternating in slices. Beside them, the runner API's two round
+trips a guarded read costs (tool request and result, through the thin client's `AsyncTaskSession.tool`, as the gateway sends
 them). Each call has new arguments and new data, under a profile whose limits no run reaches,
 so every call is EXECUTE. It prints the p50/p95 of each and what the gateway adds beyond the
 two round trips (the target: at most 2 ms at p50, one client at a time).
@@ -17,6 +17,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,7 @@ class Command(BaseCommand):
         use_database(url)
         token = prepare_agent()
         calls, clients = options["calls"], options["clients"]
-        env = server_env(0, "WARNING")
+        env = server_env(60, "WARNING")  # persistent connections, as deployed
         with (
             gunicorn_server(database_url=url, workers=options["workers"], env=env) as app,
             tempfile.TemporaryDirectory() as scratch,
@@ -114,6 +116,9 @@ def pct(samples: list[float], q: int) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
 
 
+SLICES = 8  # the kinds alternate in slices, so a machine whose load drifts slows all alike
+
+
 async def measure(
     api: str, token: str, config: Path, calls: int, clients: int
 ) -> dict[str, list[float]]:
@@ -121,59 +126,67 @@ async def measure(
     gateway = StdioServerParameters(
         command=str(GATEWAY), args=["--config", str(config)], env={"LOOPWARDEN_TOKEN": token}
     )
+    openers = {
+        "direct": lambda: mcp_caller(direct),
+        "runner API pair": lambda: pair_caller(api, token),
+        "gateway": lambda: mcp_caller(gateway),
+    }
     results: dict[str, list[float]] = {}
     for label, n in (("1 client", 1), (f"{clients} clients", clients)):
-        results[f"direct, {label}"] = await together(n, calls, lambda: mcp_calls(direct))
-        results[f"runner API pair, {label}"] = await together(
-            n, calls, lambda: api_pairs(api, token)
-        )
-        results[f"gateway, {label}"] = await together(n, calls, lambda: mcp_calls(gateway))
+        async with AsyncExitStack() as stack:
+            callers = {
+                kind: [await stack.enter_async_context(open_()) for _ in range(n)]
+                for kind, open_ in openers.items()
+            }
+            per_slice = max(1, calls // (SLICES * n))
+            for _ in range(SLICES):
+                for kind, group in callers.items():
+                    samples = results.setdefault(f"{kind}, {label}", [])
+                    await together(group, per_slice, samples)
     return results
 
 
-async def together(n: int, calls: int, make: Any) -> list[float]:
-    """`n` clients at once, `calls` calls over all of them; every call's latency in ms."""
-    samples: list[float] = []
-    per_client = max(1, calls // n)
+async def together(callers: list[Any], count: int, samples: list[float]) -> None:
+    """Every caller at once, `count` calls each; each call's latency (ms) into `samples`."""
 
-    async def one() -> None:
-        samples.extend(await make()(per_client))
+    async def one(call: Any) -> None:
+        for _ in range(count):
+            started = time.perf_counter()
+            await call()
+            samples.append((time.perf_counter() - started) * 1000)
 
     async with anyio.create_task_group() as group:
-        for _ in range(n):
-            group.start_soon(one)
-    return samples
+        for call in callers:
+            group.start_soon(one, call)
 
 
-def mcp_calls(params: StdioServerParameters) -> Any:
-    async def run(count: int) -> list[float]:
-        async with Client(params, read_timeout_seconds=60) as client:
-            await client.list_tools()
-            for n in range(-5, 0):  # warm up: the gateway's task, the connections
-                await client.call_tool("echo", {"n": n - time.time_ns()})
-            return [await timed(client.call_tool("echo", {"n": time.time_ns() + i}))
-                    for i in range(count)]  # fmt: skip
-
-    return run
+def fresh() -> int:
+    """New arguments, so new data: every call is EXECUTE and progress under novelty."""
+    return time.time_ns()
 
 
-def api_pairs(api: str, token: str) -> Any:
-    async def run(count: int) -> list[float]:
-        async with AsyncClient(api, token, timeout=60) as lw:
-            task = await lw.create_task("bench_mcp: the runner API's pair", profile=PROFILE)
-            session = lw.session(task["id"])
+@asynccontextmanager
+async def mcp_caller(params: StdioServerParameters) -> AsyncIterator[Any]:
+    async with Client(params, read_timeout_seconds=60) as client:
+        await client.list_tools()
 
-            def pair(n: int) -> Any:
-                return session.tool("echo.echo", {"n": n}, lambda args: {"n": args["n"]})
+        async def call() -> None:
+            await client.call_tool("echo", {"n": fresh()})
 
-            for n in range(-5, 0):
-                await pair(n - time.time_ns())
-            return [await timed(pair(time.time_ns() + i)) for i in range(count)]
-
-    return run
+        for _ in range(5):  # warm up: the gateway's task, its connections
+            await call()
+        yield call
 
 
-async def timed(call: Any) -> float:
-    started = time.perf_counter()
-    await call
-    return (time.perf_counter() - started) * 1000
+@asynccontextmanager
+async def pair_caller(api: str, token: str) -> AsyncIterator[Any]:
+    async with AsyncClient(api, token, timeout=60) as lw:
+        task = await lw.create_task("bench_mcp: the runner API's pair", profile=PROFILE)
+        session = lw.session(task["id"])
+
+        async def call() -> None:
+            await session.tool("echo.echo", {"n": fresh()}, lambda args: {"n": args["n"]})
+
+        for _ in range(5):
+            await call()
+        yield call
