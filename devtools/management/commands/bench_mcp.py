@@ -6,8 +6,9 @@ same tool, asking the app under gunicorn), one client at a time and `--clients` 
 its own processes), the kinds alternating in slices. Beside them, the runner API's two round
 trips a guarded read costs (tool request and result, through the thin client's
 `AsyncTaskSession.tool`, as the gateway sends them). Each call has new arguments and new data,
-under a profile whose limits no run reaches, so every call is EXECUTE. It prints the p50/p95 of each and what the gateway adds beyond the
-two round trips (the target: at most 2 ms at p50, one client at a time).
+under a profile whose limits no run reaches, so every call is EXECUTE. It prints the p50/p95
+of each and what the gateway adds beyond the two round trips (the target: at most 2 ms at p50,
+one client at a time).
 """
 
 from __future__ import annotations
