@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
 import uuid
@@ -107,9 +108,25 @@ def _check_port(host: str, port: int) -> None:
 
 
 async def serve_stdio(gateway: Gateway) -> None:
+    """Serve until the client closes stdin, or stops the process with SIGTERM or SIGINT: either
+    way the session's task is finished first."""
     server = gateway.server
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    async with anyio.create_task_group() as serving:
+        serving.start_soon(_finish_on_signal, gateway)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        serving.cancel_scope.cancel()
+
+
+async def _finish_on_signal(gateway: Gateway) -> None:
+    """The stdin reader is a thread that no cancellation interrupts, so a signal while stdin is
+    still open cannot end the server cleanly: the tasks are finished, then the process exits
+    (its upstreams read the end of their stdin and exit too)."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            with anyio.move_on_after(10):
+                await gateway.finish_sessions()
+            os._exit(0)
 
 
 def serve_http(gateway: Gateway, host: str, port: int) -> None:
