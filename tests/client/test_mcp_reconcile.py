@@ -64,6 +64,9 @@ def test_a_lost_write_reconciled_in_the_console_is_reused(
 
     console = WebClient()
     console.force_login(operator)
+    # The console shows the gateway's task like any other, the upstream server in the tool name.
+    task_page = console.get(f"/tasks/{lost.meta['loopwarden/task']}/").content.decode()
+    assert "store.slow_write" in task_page and "NEEDS_HUMAN" in task_page.upper()
     assert "store.slow_write" in console.get("/reconcile/").content.decode()
     response = console.post(f"/reconcile/{op.pk}/", {
         f"op{op.pk}-verdict": "COMMITTED",
