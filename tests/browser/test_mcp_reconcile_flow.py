@@ -19,6 +19,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters  # noqa: E402
 
+from agents.models import LimitProfile  # noqa: E402
 from tests.browser.test_console_flows import sign_in  # noqa: E402
 from tests.live import ROOT  # noqa: E402
 
@@ -46,6 +47,8 @@ def call_once(config: Path, token: str, tool: str, args: dict):
 def test_a_gateway_write_lost_then_reconciled_in_the_browser_is_reused(
     page, console, shot, make_agent, tmp_path
 ):
+    # A transactional test before this one may have flushed the migrations' profiles.
+    LimitProfile.objects.get_or_create(name="novelty", defaults={"progress_mode": "novelty"})
     _, token = make_agent("desktop-bot", profile="novelty")
     counters = tmp_path / "counters"
     counters.mkdir()

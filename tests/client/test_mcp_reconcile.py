@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -19,6 +20,7 @@ from django.test import Client as WebClient  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 from agents.guard import terms  # noqa: E402
+from agents.models import LimitProfile  # noqa: E402
 from ledger.models import Operation  # noqa: E402
 from tests.live import ROOT  # noqa: E402
 
@@ -27,7 +29,8 @@ GATEWAY = str(Path(sys.executable).parent / "loopwarden-mcp")
 
 
 def call_once(config: Path, token: str, tool: str, args: dict) -> object:
-    """One gateway session (one task) making one call; the answer."""
+    """One gateway session (one task) making one call; the answer. In a thread of its own: a
+    Playwright test run before it in this process leaves an event loop set in this one."""
 
     async def session():
         params = StdioServerParameters(
@@ -36,12 +39,15 @@ def call_once(config: Path, token: str, tool: str, args: dict) -> object:
         async with Client(params, read_timeout_seconds=120) as client:
             return await client.call_tool(tool, args)
 
-    return anyio.run(session)
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(anyio.run, session).result(timeout=180)
 
 
 def test_a_lost_write_reconciled_in_the_console_is_reused(
     live_server, make_agent, make_user, tmp_path
 ):
+    # A transactional test before this one may have flushed the migrations' profiles.
+    LimitProfile.objects.get_or_create(name="novelty", defaults={"progress_mode": "novelty"})
     _, token = make_agent("desktop-bot", profile="novelty")
     operator, _ = make_user("olivia")
     counters = tmp_path / "counters"
