@@ -1,0 +1,168 @@
+"""One upstream MCP server, reached over stdio or streamable HTTP, kept alive for the gateway.
+
+Each upstream is one `mcp.Client`, entered and left by a task of its own (an anyio context
+must be left by the task that entered it), so a call from any request handler can use it and a
+dead upstream can be replaced: after its process died every call on the old client fails, so
+the next call starts it again with a new client. Nothing here decides anything: a call either
+answers (`CallToolResult`), or raises `UpstreamLost` (it may or may not have acted) or
+`UpstreamRefused` (it answered a protocol error: nothing ran).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from loopwarden_client.mcp.config import UpstreamConfig
+
+log = logging.getLogger("loopwarden.mcp")
+
+# JSON-RPC errors that say the request was refused before the tool ran.
+REFUSED_CODES = {-32600, -32601, -32602}
+TIMEOUT_CODE = -32001
+# Starting a server (a process, its imports, the handshake, its tool list) may take longer than
+# one call is allowed to.
+MIN_START_SECONDS = 30.0
+
+
+class UpstreamLost(Exception):
+    """The call got no usable answer (timeout, crash, garbage): it may or may not have acted."""
+
+
+class UpstreamRefused(Exception):
+    """The upstream refused the call with a protocol error (unknown tool, bad arguments)."""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if str(exc) else text
+
+
+class Upstream:
+    """One fronted server. `connect()` (re)starts it; `call()` and `list_tools()` use it."""
+
+    def __init__(self, config: UpstreamConfig, task_group: anyio.abc.TaskGroup, timeout: float):
+        self.config = config
+        self.name = config.name
+        self.timeout = timeout
+        self._tasks = task_group
+        self._client: Client | None = None
+        self._closing: anyio.Event | None = None
+        self._closed: anyio.Event | None = None
+        self._lock = anyio.Lock()
+        self.tools: list[types.Tool] = []
+        self.error: str | None = None  # why the last start failed
+
+    def _target(self) -> Any:
+        config = self.config
+        if config.url is not None:
+            if config.headers:
+                http = create_mcp_http_client(headers=dict(config.headers))
+                return streamable_http_client(config.url, http_client=http)
+            return config.url
+        assert config.command is not None
+        return StdioServerParameters(
+            command=config.command, args=list(config.args), env=dict(config.env) or None,
+            cwd=config.cwd,
+        )  # fmt: skip
+
+    async def _hold(self, *, task_status: anyio.abc.TaskStatus[Client]) -> None:
+        """Enter the client, hand it over, and leave it once asked to (or once it broke)."""
+        closing, closed = anyio.Event(), anyio.Event()
+        self._closing, self._closed = closing, closed
+        started = False
+        try:
+            async with Client(self._target(), read_timeout_seconds=self.timeout) as client:
+                started = True
+                task_status.started(client)
+                await closing.wait()
+        except Exception as exc:  # noqa: BLE001 - a broken upstream must never take the gateway down
+            if not started:
+                raise
+            log.warning("upstream %s closed: %s", self.name, _describe(exc))
+        finally:
+            closed.set()
+
+    async def client(self) -> Client:
+        """The live client, started (again) if there is none."""
+        async with self._lock:
+            if self._client is None:
+                try:
+                    with anyio.fail_after(max(self.timeout, MIN_START_SECONDS)):
+                        self._client = await self._tasks.start(self._hold)
+                        listing = await self._client.list_tools(cache_mode="refresh")
+                except Exception as exc:  # noqa: BLE001 - reported as the upstream's error
+                    await self._drop()
+                    self.error = _describe(exc)
+                    raise UpstreamLost(f"{self.name} did not start: {self.error}") from exc
+                self.tools = list(listing.tools)
+                self.error = None
+            return self._client
+
+    async def _drop(self) -> None:
+        self._client = None
+        if self._closing is not None:
+            self._closing.set()
+            assert self._closed is not None
+            with anyio.move_on_after(5):
+                await self._closed.wait()
+        self._closing = self._closed = None
+
+    async def restart_later(self, client: Client) -> None:
+        """Forget a client that broke; the next call starts the upstream again."""
+        async with self._lock:
+            if self._client is client:
+                await self._drop()
+
+    async def list_tools(self) -> list[types.Tool]:
+        await self.client()
+        return self.tools
+
+    async def call(
+        self, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> types.CallToolResult:
+        client = await self.client()
+        try:
+            with anyio.fail_after(self.timeout + 1):  # the client's own timeout comes first
+                return await client.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=self.timeout,
+                    meta=meta,  # type: ignore[arg-type]
+                )
+        except MCPError as exc:
+            code = getattr(getattr(exc, "error", None), "code", None)
+            if code in REFUSED_CODES:
+                raise UpstreamRefused(f"{self.name} refused {tool}: {exc}") from exc
+            if code == TIMEOUT_CODE:
+                raise UpstreamLost(
+                    f"{self.name} gave no answer to {tool} within {_seconds(self.timeout)}"
+                ) from exc
+            await self.restart_later(client)
+            raise UpstreamLost(f"{self.name} failed during {tool}: {exc}") from exc
+        except TimeoutError as exc:
+            raise UpstreamLost(
+                f"{self.name} gave no answer to {tool} within {_seconds(self.timeout)}"
+            ) from exc
+        except Exception as exc:  # noqa: BLE001 - crash, closed pipe, an answer that is not MCP
+            await self.restart_later(client)
+            raise UpstreamLost(f"{self.name} failed during {tool}: {_describe(exc)}") from exc
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            await self._drop()
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s" if math.isfinite(value) else "ever"
