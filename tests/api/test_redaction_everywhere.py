@@ -20,6 +20,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from agents.guard import keys
 from agents.redaction import MASK
 from agents.services import notify, rollups, runner
 from agents.services.tasks import task_create
@@ -40,6 +41,12 @@ def as_operator(make_user):
 SHAPES = [pytest.param(text, secret, id=shape) for shape, text, secret in SAMPLES]
 
 
+def as_key(text: str) -> str:
+    """The text as an agent can write it in an operation key: characters keys refuse (the PEM
+    block's line breaks) become spaces."""
+    return re.sub(keys.REFUSED_PATTERN, " ", text)
+
+
 def written_everywhere(agent_api, text: str) -> SimpleNamespace:
     """A task whose agent wrote `text` into every text field it writes."""
     task = new_task(agent_api, goal=f"Goal: {text}", external_ref=text[:200])
@@ -51,7 +58,7 @@ def written_everywhere(agent_api, text: str) -> SimpleNamespace:
         result={"kind": "SUCCESS", "data": {"note": text},
                 "evidence": evidence(1, milestone=f"found {text}")},
     )  # fmt: skip
-    key = f"send {text}"[:300]
+    key = as_key(f"send {text}")[:300]
     asked = request_tool(agent_api, task["id"], "send", {"body": text}, "write", operation_key=key)
     assert asked["decision"] == "EXECUTE", asked
     lost = report(agent_api, task["id"], asked["tool_call"], "NO_RESULT", error=text)
@@ -178,6 +185,7 @@ def test_answers_naming_an_operation_mask_its_key(agent_api, operator_api, as_op
     )
 
     assert refused.status_code == 409, refused.body
+    secret = as_key(secret)  # these answers name the operation by its key
     assert_masked("the refused resume", json.dumps(refused.body, ensure_ascii=False), secret)
     assert toast.status_code == 200
     shown = json.dumps(dict(toast.headers), ensure_ascii=False) + toast.content.decode()
