@@ -12,7 +12,7 @@ def _after_migrate(sender, **kwargs) -> None:
 
     ensure_groups()
     LimitProfile.objects.get_or_create(
-        name="default", defaults={"description": "DESIGN.md section 5 defaults"}
+        name="default", defaults={"description": "The documented defaults (docs/API.md, limits)"}
     )
 
 

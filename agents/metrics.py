@@ -13,7 +13,7 @@ worker answers the same numbers and nothing can drift from the rows.
 
 The hot path pays one counter increment and one histogram observation per decision, plus one
 more increment when the decision stops the task. Label values are bounded: kinds, decisions
-and reasons are the fixed words of DESIGN.md; no task, agent or tool name is a label.
+and reasons are the fixed words of docs/DESIGN.md; no task, agent or tool name is a label.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ class ProfileQuerySet(models.QuerySet):
 
 
 class LimitProfile(models.Model):
-    """A named set of limits (DESIGN.md section 5). Tasks copy them at creation."""
+    """A named set of limits (docs/DESIGN.md section 5). Tasks copy them at creation."""
 
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)

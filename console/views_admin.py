@@ -91,7 +91,7 @@ def _profile_post(request, profile: LimitProfile | None, saved: str):
 @console_view(access.ADD_PROFILE, methods=("GET", "POST"))
 def profile_new(request):
     if request.method == "GET":
-        defaults = LimitProfile()  # the model's defaults are DESIGN.md section 5's
+        defaults = LimitProfile()  # the model's defaults are docs/DESIGN.md section 5's
         form = ProfileForm(creating=True, initial=_profile_initial(defaults))
         return _profile_page(request, form, None)
     return _profile_post(request, None, "Profile {name} created.")

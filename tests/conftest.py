@@ -213,7 +213,7 @@ def _fresh_cache():
 
 
 def allow_profiles(agent_name: str, *names: str) -> None:
-    """Grant an agent profiles besides its default, as an admin does (DESIGN.md section 6)."""
+    """Grant an agent profiles besides its default, as an admin does (docs/DESIGN.md section 6)."""
     from agents.models import Agent, LimitProfile
 
     Agent.objects.get(name=agent_name).allowed_profiles.add(

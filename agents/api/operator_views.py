@@ -190,7 +190,7 @@ class AgentDetail(APIView):
 
 
 class ProfileSerializer(serializers.ModelSerializer):
-    """A limit profile as stored: the limits a new task copies (DESIGN section 5)."""
+    """A limit profile as stored: the limits a new task copies."""
 
     class Meta:
         model = LimitProfile

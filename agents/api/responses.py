@@ -122,7 +122,7 @@ class Remaining(s.Serializer):
 
 
 class Limits(s.Serializer):
-    """The task's own limits, copied from its profile at creation (DESIGN section 5)."""
+    """The task's own limits, copied from its profile at creation."""
 
     max_model_calls = s.IntegerField()
     max_tool_requests = s.IntegerField()

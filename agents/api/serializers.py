@@ -128,7 +128,7 @@ def _limit_field(name: str) -> serializers.Field:
 
 
 class LimitsIn(Strict):
-    """Limits of a task (DESIGN section 5). Every field is optional; unknown fields are refused.
+    """Limits of a task. Every field is optional; unknown fields are refused.
 
     At task creation an agent may only tighten its profile's limits (lower numbers, except
     `max_cycle_period` where higher is stricter); a looser value answers 403

@@ -1,4 +1,4 @@
-"""The model-call gate and the usage settlement (DESIGN.md section 4, "Model-call gate").
+"""The model-call gate and the usage settlement (docs/DESIGN.md section 4, "Model-call gate").
 
 The gate runs *before* the paid call, so every budget is checked against what the call could
 cost (the estimate is reserved, tokens and money alike), not against what it did cost.
@@ -26,7 +26,7 @@ from agents.guard.terms import (
 from agents.guard.transitions import already_stopped, halt, opening_checks, to_decimal
 
 # How many identical non-empty action signatures in a row mean the model is stuck planning the
-# same step. Fixed by DESIGN.md, not a limit.
+# same step. Fixed by docs/DESIGN.md, not a limit.
 REPEATED_OUTPUT_RUN = 3
 
 MILLION = Decimal(1_000_000)
@@ -50,7 +50,7 @@ def model_estimate(
     model_default: int | None,
     profile_default: int,
 ) -> tuple[int, Decimal]:
-    """(tokens, cost) a gate reserves. DESIGN.md section 4, check 5.
+    """(tokens, cost) a gate reserves. docs/DESIGN.md section 4, check 5.
 
     The caller's estimate when it gives one (prompt + output tokens above zero). Otherwise the
     model's default from the price table, failing that the profile's default; since nobody
@@ -143,7 +143,7 @@ def note_plan(signatures: list[str], signature: str) -> int:
 
 
 def _similar_output(task: TaskState, usage: UsageReport, threshold: float) -> bool:
-    """Repeated output by similarity, only when a threshold is set (DESIGN.md section 4, 8).
+    """Repeated output by similarity, only when a threshold is set (docs/DESIGN.md section 4, 8).
 
     Plans: three non-empty plans in a row, each similar to the one before it (a plan that
     drifts a little each round is the same plan). Reflections: two texts in a row whose

@@ -1,4 +1,4 @@
-"""Usage, remaining budget and the stop report (DESIGN.md section 4, "Stop report").
+"""Usage, remaining budget and the stop report (docs/DESIGN.md section 4, "Stop report").
 
 The report is what an operator reads first and what the agent gets back on every later call,
 so it says in one place: what state and why, what was verifiably done, which ledger rows need a

@@ -1,4 +1,4 @@
-"""How alike two calls of one tool are, for the near-duplicate check (DESIGN.md section 4, 10).
+"""How alike two calls of one tool are, for the near-duplicate check (docs/DESIGN.md section 4, 10).
 
 Exact repeats are the fingerprint's business; this module scores the drift between two
 canonical args texts on 0..1. Two rules hold for every provider:

@@ -113,7 +113,7 @@ BLOCK_CODE = "DUPLICATE_TOOL_CALL_BLOCKED"
 
 @dataclass
 class Limits:
-    """DESIGN.md section 5. A task copies its profile's limits at creation."""
+    """docs/DESIGN.md section 5. A task copies its profile's limits at creation."""
 
     max_model_calls: int = 20
     max_tool_requests: int = 40
@@ -131,7 +131,7 @@ class Limits:
     near_duplicate_threshold: float | None = None
     lease_seconds: int = 120
     # Tokens a model-call gate reserves when it carries no estimate and the price table has no
-    # default for the model (DESIGN.md section 4, check 5). Not a budget: an agent may only
+    # default for the model (docs/DESIGN.md section 4, check 5). Not a budget: an agent may only
     # raise it at creation, since a smaller reservation is a looser guard.
     default_estimate_tokens: int = 4000
 

@@ -1,4 +1,4 @@
-"""The tool-request gate and the tool-result report (DESIGN.md section 4).
+"""The tool-request gate and the tool-result report (docs/DESIGN.md section 4).
 
 The request gate decides before any side effect: execute, reuse a committed result, nudge the
 model once (BLOCK), wait for another worker's in-flight write, or stop. The result report is
@@ -250,7 +250,7 @@ def request_tool(
     if poll:
         # Asking again is the point of a poll, so the repetition rules do not apply. A model
         # that plans the same poll every round is waiting, not looping: the repeated-output
-        # streak starts again (DESIGN.md section 4, check 8).
+        # streak starts again (docs/DESIGN.md section 4, check 8).
         restart_streak(task)
     else:
         rule = repetition(task, fp)

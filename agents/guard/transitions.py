@@ -31,7 +31,7 @@ def already_stopped(task: TaskState, **extra: Any) -> Outcome:
 
 
 def opening_checks(task: TaskState, agent: AgentView, now: datetime) -> Outcome | None:
-    """Checks 1-3 of both gates (DESIGN.md section 4), in this order; None when all pass.
+    """Checks 1-3 of both gates (docs/DESIGN.md section 4), in this order; None when all pass.
 
     1. terminal: STOP with the stored report, nothing counted (stops are sticky);
     2. agent paused: STOPPED/agent_paused; 3. deadline passed: PARTIAL/deadline.

@@ -1,4 +1,4 @@
-"""The detection window: what the loop rules of the tool gate look at (DESIGN.md section 4).
+"""The detection window: what the loop rules of the tool gate look at (docs/DESIGN.md section 4).
 
 The window holds the steps since the last progress: an executed call joins it when its result
 arrives (then it is known whether it made progress), a reused committed write joins it at once.

@@ -1,6 +1,6 @@
 """Embedding vectors for the near-duplicate check's `embedding` provider.
 
-Asked *before* the task row is locked (DESIGN.md section 4, check 10): an HTTP round trip must
+Asked *before* the task row is locked (docs/DESIGN.md section 4, check 10): an HTTP round trip must
 never hold the lock other requests of the task wait on. Vectors are cached by fingerprint (the
 same call text always embeds the same), so a window's earlier calls cost one cache read each
 and only new texts go to the endpoint, in one batched request.

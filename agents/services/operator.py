@@ -51,7 +51,7 @@ def task_stop(
     with transaction.atomic():
         task = lock_task(task_id, agent=agent)  # no such task: 404 before a bad body's 400
         if agent is None and blank(reason):
-            # A person's stop says why (the agent's own may not): DESIGN 6, `reason`.
+            # A person's stop says why (the agent's own may not): docs/DESIGN.md section 6.
             raise BadInput(
                 "A reason is required to stop a task.",
                 code="REASON_REQUIRED",

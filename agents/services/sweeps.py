@@ -85,7 +85,7 @@ def sweep_leases(*, now: datetime | None = None, batch: int = BATCH) -> SweepRes
             ):  # settled, reclaimed or already handled since it was selected
                 continue
             state = to_state(task)
-            # The expired claim's execution is no longer in flight (DESIGN.md section 6).
+            # The expired claim's execution is no longer in flight (docs/DESIGN.md section 6).
             released = release_execution(task, state, operation.tool_call, now)
             outcome = core.lease_expired(state, now)
             if outcome.stopped_now:

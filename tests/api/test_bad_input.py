@@ -243,7 +243,7 @@ def test_it_refuses_a_bad_operator_envelope_and_changes_nothing(
     "kind", ["EXPLODED", "success", "", "   ", "X" * 33, "K" * 5000], ids=lambda k: repr(k[:40])
 )
 def test_it_does_not_answer_400_to_an_unknown_result_kind(agent_api, running, kind):
-    """DESIGN: a kind outside the list is not a 400; the tool ran, so its call closes."""
+    """docs/DESIGN.md: a kind outside the list is not a 400; the tool ran, so its call closes."""
     response = agent_api.post(
         f"tasks/{running['id']}/tool-calls/{running['tc']}/result", {"kind": kind}
     )

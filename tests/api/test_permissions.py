@@ -154,7 +154,7 @@ def test_it_lets_an_agent_see_only_its_own_tasks(agent_api, other_agent_api, ope
 
 
 def test_an_operator_pulls_and_lifts_the_agent_kill_switch(operator_api, agent_api):
-    """DESIGN lists pause and unpause among the operator endpoints: the people watching the
+    """docs/DESIGN.md lists pause and unpause among the operator endpoints: the people watching the
     tasks at night can stop a runaway agent without an admin."""
     task = new_task(agent_api)
 

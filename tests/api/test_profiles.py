@@ -94,7 +94,7 @@ def test_it_lets_an_agent_only_tighten_its_profile(agent_api):
 
 
 def test_it_refuses_an_unknown_profile_at_task_creation(agent_api):
-    # Like any profile the agent was not granted (DESIGN.md section 6): whether it exists or
+    # Like any profile the agent was not granted (docs/DESIGN.md section 6): whether it exists or
     # not is not the agent's business.
     response = agent_api.post("tasks", {"goal": "x", "profile": "nope"})
 

@@ -88,8 +88,8 @@ def test_it_does_not_stop_a_completed_task(agent_api, operator_api):
 
 
 def test_it_requires_an_operators_reason_and_changes_nothing_without_one(agent_api, operator_api):
-    # DESIGN: the operator's stop takes `reason` (the agent's `reason?`); the console asks for
-    # one too. A person's stop without a why leaves an audit entry nobody can act on.
+    # docs/DESIGN.md: the operator's stop takes `reason` (the agent's `reason?`); the console asks
+    # for one too. A person's stop without a why leaves an audit entry nobody can act on.
     task = new_task(agent_api)
 
     for body in ({}, {"reason": ""}, {"reason": "   "}):

@@ -2,7 +2,7 @@
 
 A read answered with a fresh stamp each time (`fetched_at`, a request id, an etag) is the same
 answer: with the default limits it is nudged once and then stopped as same_call, the check
-DESIGN.md section 4 puts first, instead of running to the execution budget.
+docs/DESIGN.md section 4 puts first, instead of running to the execution budget.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def test_a_restarting_trigger_is_refused_with_trigger_loop(lw):
 
 
 def test_lists_and_the_trace_follow_every_page(lw, lw_operator):
-    """DESIGN: lists are paginated with a `next` link and none is silently cut. The client
+    """docs/DESIGN.md: lists are paginated with a `next` link and none is silently cut. The client
     follows the links: a small page size changes the number of requests, not the answer."""
     made = {lw.create_task(f"task {n}")["id"] for n in range(5)}
     task_id = sorted(made)[0]

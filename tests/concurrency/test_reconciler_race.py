@@ -5,7 +5,7 @@ transaction. While it answers, an operator reconciles the episode NOT_COMMITTED,
 executes the key again, and that execution ends with no result: a new UNKNOWN episode nobody
 has asked about. The reconciler's answer speaks of the world before that execution; applied
 to the new episode it would let the key run a third time although the second run may have
-committed (DESIGN.md: "write timed out ... never blind-retry; a human reconciles").
+committed (docs/DESIGN.md: "write timed out ... never blind-retry; a human reconciles").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The repeated-output streak's restarts, released executions, the operator's grant bound and
-the novelty hash (DESIGN.md sections 4 and 6, issue 8)."""
+the novelty hash (docs/DESIGN.md sections 4 and 6, issue 8)."""
 
 from __future__ import annotations
 

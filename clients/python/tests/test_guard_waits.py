@@ -23,7 +23,7 @@ def test_an_async_run_with_a_sync_session_sleeps_with_the_sessions_sleep(lw, uni
 
 
 def test_waits_on_a_held_write_back_off_so_a_long_lease_costs_few_requests(lw, unique):
-    """Every ask is a tool request of the task's budget (DESIGN counts it before the ledger
+    """Every ask is a tool request of the task's budget (docs/DESIGN.md counts it before the ledger
     answers WAIT): a client asking each second spent most of a 40-request budget on one
     120-second lease. The server's retry_after_ms is the least it waits; the waits double
     from it, up to MAX_WAIT_SECONDS."""

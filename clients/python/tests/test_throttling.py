@@ -114,7 +114,7 @@ class FirstResultUnavailable(httpx.BaseTransport):
 
 
 def test_a_database_unavailable_503_is_sent_again_after_its_retry_after(live, unique):
-    """DESIGN: 503 DATABASE_UNAVAILABLE rolled the request back; send it again after
+    """docs/DESIGN.md: 503 DATABASE_UNAVAILABLE rolled the request back; send it again after
     Retry-After. A write's result refused that way must still reach the ledger, not leave the
     operation IN_FLIGHT until its lease makes it UNKNOWN and the task NEEDS_HUMAN."""
     transport = FirstResultUnavailable()
@@ -133,7 +133,7 @@ def test_a_database_unavailable_503_is_sent_again_after_its_retry_after(live, un
 
 
 def test_a_contended_operation_key_is_asked_again():
-    """DESIGN/API: 409 OPERATION_CONTENDED (racing claims of one key did not settle; each try
+    """docs/API.md: 409 OPERATION_CONTENDED (racing claims of one key did not settle; each try
     was rolled back, nothing counted) means "ask again", not a refusal to surface."""
     body = {
         "error": {

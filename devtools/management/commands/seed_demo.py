@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand
 from agents.models import Agent, LimitProfile, ModelPrice, ToolPolicy
 
 PROFILES = {
-    "default": {"description": "DESIGN.md section 5 defaults"},
+    "default": {"description": "The documented defaults (docs/API.md, limits)"},
     "patient": {
         "description": "for agents that verify little: more steps without progress",
         "max_stagnant": 10,

@@ -59,7 +59,7 @@ class Request:
     decision: bool = False
     items: str | None = None  # a list endpoint: the key holding the items, if wrapped
     # A paginated endpoint: the keys whose lists go on in the page its `next` link names; the
-    # flow follows every link and answers them concatenated (DESIGN: no list silently cut).
+    # flow follows every link and answers them concatenated (docs/DESIGN.md: no list silently cut).
     pages: tuple[str, ...] = ()
 
 
@@ -196,7 +196,7 @@ A = TypeVar("A")  # ... any JSON
 
 
 class Api(Generic[D, L, A]):
-    """Every REST endpoint of DESIGN.md section 6. Subclasses decide what `_send` does."""
+    """Every REST endpoint of docs/DESIGN.md section 6. Subclasses decide what `_send` does."""
 
     def _send(self, request: Request) -> Any:
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """What every framework adapter shares: tool declarations and the guard around one agent run.
 
 An adapter (`loopwarden_client.langchain`, `.openai_agents`, `.pydantic_ai`) translates its
-framework's hooks into the three questions of DESIGN.md section 4, asked through a `Guard`:
+framework's hooks into the three questions of docs/DESIGN.md section 4, asked through a `Guard`:
 
 - before each model call, `gate()`: ALLOW runs the model; STOP ends the run with a final
   message carrying the report (`Guard.report`, `Guard.stop_message()`);

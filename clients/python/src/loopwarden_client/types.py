@@ -15,7 +15,7 @@ from loopwarden_client.evidence import evidence_problem
 
 JSON = dict[str, Any]
 
-# Guard decisions (DESIGN.md section 4) and the result kinds of a tool execution.
+# Guard decisions (docs/DESIGN.md section 4) and the result kinds of a tool execution.
 ALLOW, CONTINUE = "ALLOW", "CONTINUE"
 STOP, WAIT, BLOCK, REUSE, EXECUTE = "STOP", "WAIT", "BLOCK", "REUSE", "EXECUTE"
 SUCCESS, RETRYABLE, PENDING = "SUCCESS", "RETRYABLE", "PENDING"
