@@ -119,6 +119,8 @@ def task_context(request, task: Task, **forms) -> dict:
         "can_reconcile": request.user.has_perm(access.RECONCILE),
         "can_change_limits": request.user.has_perm(access.CHANGE_TASK_LIMITS),
         "resumable": task.terminal and task.state != terms.COMPLETED,
+        # "Real loop" / "False stop" judge the guard's stop: they mean nothing elsewhere.
+        "labels_apply": task.terminal and terms.is_trip(task.reason),
     }
 
 

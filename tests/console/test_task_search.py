@@ -114,8 +114,9 @@ def three_days(agent) -> dict[str, Task]:
 
 def test_a_date_range_includes_both_of_its_days_in_utc(as_operator, three_days):
     page = rows(
-        as_operator.get("/", {"created_from": "2026-03-02", "created_to": "2026-03-02"})
-        .content.decode()
+        as_operator.get(
+            "/", {"created_from": "2026-03-02", "created_to": "2026-03-02"}
+        ).content.decode()
     )
     assert "on second-early" in page and "on second-late" in page
     assert "on first" not in page and "on third" not in page
