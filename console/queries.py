@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -96,10 +97,8 @@ def dashboard_tasks(
 def _search(text: str) -> Q:
     """What `text` may name: a task id, goal or external_ref words, or an operation key."""
     found = Q(goal__icontains=text) | Q(external_ref__icontains=text)
-    try:
+    with contextlib.suppress(ValueError):  # not an id: the other kinds may still match
         found |= Q(pk=uuid.UUID(text))
-    except ValueError:
-        pass
     try:
         key = keys.operation_key(text)
     except keys.InvalidOperationKey:
