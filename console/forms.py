@@ -114,7 +114,7 @@ class TaskFilterForm(_FilterForm):
         the URL names that does not exist is only ignored."""
         if not self.is_bound:
             return []
-        return [e for name in SHOWN_ERRORS for e in self.errors.get(name, [])]
+        return [str(e) for name in SHOWN_ERRORS for e in self.errors.get(name, [])]
 
     def query_values(self) -> dict[str, Any]:
         """The filters to carry in links and the live poll: those applied, and the text typed

@@ -181,3 +181,10 @@ def test_the_search_form_works_without_javascript(as_operator, db):
     assert 'type="search" name="q"' in form
     assert 'type="date" name="created_from"' in form
     assert 'type="submit"' in form
+
+
+def test_a_search_longer_than_any_key_is_an_error_not_an_unfiltered_list(as_operator, other):
+    response = as_operator.get("/", {"q": "x" * 301})
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert "at most 300 characters" in page
