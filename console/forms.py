@@ -55,9 +55,44 @@ def _choice_field(form: forms.BaseForm, name: str) -> forms.ChoiceField:
     return cast(forms.ChoiceField, form.fields[name])
 
 
+DAY_FORMAT = "%Y-%m-%d"  # what a date box sends; the only form typed dates are read in
+
+
+class _DayInput(forms.DateInput):
+    input_type = "date"
+
+    def __init__(self):
+        super().__init__(format=DAY_FORMAT)
+
+
+def _day_field() -> forms.DateField:
+    return forms.DateField(
+        required=False,
+        input_formats=[DAY_FORMAT],
+        widget=_DayInput(),
+        error_messages={"invalid": "Enter a date as YYYY-MM-DD; the list is not filtered by it."},
+    )
+
+
+SHOWN_ERRORS = ("q", "created_from", "created_to")
+
+
 class TaskFilterForm(_FilterForm):
+    """The dashboard's filters and search. An unknown state or agent is ignored; a malformed
+    date is an error shown beside the form (the list is filtered by the rest)."""
+
+    q = forms.CharField(
+        required=False,
+        max_length=300,
+        label="Search",
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "Task id, goal, external ref, operation key"}
+        ),
+    )
     state = forms.ChoiceField(required=False)
     agent = forms.ChoiceField(required=False)
+    created_from = _day_field()
+    created_to = _day_field()
     needs_human = forms.BooleanField(required=False, label="Needs a human only")
     page = forms.IntegerField(required=False, min_value=1)
 
@@ -66,11 +101,35 @@ class TaskFilterForm(_FilterForm):
         _choice_field(self, "state").choices = _filter_choices("Any state", terms.TASK_STATES)
         _choice_field(self, "agent").choices = _filter_choices("Any agent", agents)
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        first, last = data.get("created_from"), data.get("created_to")
+        if first and last and first > last:
+            self.add_error("created_to", "The first day is after the last day.")
+        return data
+
+    @property
+    def shown_errors(self) -> list[str]:
+        """The errors a person must see (typed text that was not applied); a state or agent
+        the URL names that does not exist is only ignored."""
+        if not self.is_bound:
+            return []
+        return [str(e) for name in SHOWN_ERRORS for e in self.errors.get(name, [])]
+
+    def query_values(self) -> dict[str, Any]:
+        """The filters to carry in links and the live poll: those applied, and the text typed
+        in a field that was refused, so each refresh shows its error again."""
+        refused = {name: self.data.get(name) for name in self.errors if name in SHOWN_ERRORS}
+        return {k: refused.get(k) or v for k, v in self.filters().items() if v or refused.get(k)}
+
     def filters(self) -> dict[str, Any]:
         data = self._valid_values()
         return {
+            "q": (data.get("q") or "").strip(),
             "state": data.get("state") or "",
             "agent": data.get("agent") or "",
+            "created_from": data.get("created_from"),
+            "created_to": data.get("created_to"),
             "needs_human": bool(data.get("needs_human")),
         }
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypedDict, cast
 
@@ -11,8 +14,8 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from agents import selectors
-from agents.guard import terms
-from agents.models import Agent, AgentDay, ApiToken, Event, Task
+from agents.guard import keys, terms
+from agents.models import Agent, AgentDay, ApiToken, Event, Task, ToolCall
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
 from console.words import CODE_WORDS, STATE_WORDS
 from ledger.models import Operation, Reconciliation
@@ -53,7 +56,21 @@ def spend_today() -> tuple[Decimal, Decimal]:
     return selectors.spend_on(timezone.now().date())
 
 
-def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = False) -> QuerySet:
+def dashboard_tasks(
+    *,
+    state: str = "",
+    agent: str = "",
+    needs_human: bool = False,
+    q: str = "",
+    created_from: date | None = None,
+    created_to: date | None = None,
+) -> QuerySet:
+    """The dashboard's task list, newest activity first, with its filters and search.
+
+    `q` finds a task by its id, words of its goal or external_ref (any case), or an operation
+    key one of its calls carries or whose ledger row it claimed (compared in NFC, as the ledger
+    keeps keys). `created_from` and `created_to` are UTC days, both included.
+    """
     # Newest activity first: the minute is indexed, `updated_at` orders within it (the same
     # order as `updated_at` alone; see agents.models.Task.active_minute).
     query = Task.objects.select_related("agent").order_by(
@@ -68,7 +85,34 @@ def dashboard_tasks(*, state: str = "", agent: str = "", needs_human: bool = Fal
         query = query.filter(
             Q(state=terms.NEEDS_HUMAN) | Q(operations__state=terms.UNKNOWN)
         ).distinct()
+    if q.strip():
+        query = query.filter(_search(q.strip()))
+    if created_from:
+        query = query.filter(created_at__gte=_utc_midnight(created_from))
+    if created_to:
+        query = query.filter(created_at__lt=_utc_midnight(created_to + timedelta(days=1)))
     return query.defer("window", "blocked", "signatures", "report")
+
+
+def _search(text: str) -> Q:
+    """What `text` may name: a task id, goal or external_ref words, or an operation key."""
+    found = Q(goal__icontains=text) | Q(external_ref__icontains=text)
+    with contextlib.suppress(ValueError):  # not an id: the other kinds may still match
+        found |= Q(pk=uuid.UUID(text))
+    try:
+        key = keys.operation_key(text)
+    except keys.InvalidOperationKey:
+        return found  # the ledger refuses such a key: no call carries it
+    # Through the ledger's rows of that key, then the calls that claimed or ran into them (by
+    # the calls' operation index): the trace rows' own key column has no index to search.
+    # Subqueries by task id, not joins, so a task with many such calls is listed once.
+    operations = Operation.objects.filter(operation_key=key)
+    carried = ToolCall.objects.filter(operation__in=operations.values("pk")).values("task_id")
+    return found | Q(pk__in=carried) | Q(pk__in=operations.values("task_id"))
+
+
+def _utc_midnight(day: date) -> datetime:
+    return datetime.combine(day, time.min, tzinfo=UTC)
 
 
 # -- task detail -----------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
+from django.views.decorators.cache import cache_control
 
 from console import views, views_admin, views_audit, views_ledger, views_reports, views_signin
 
@@ -56,6 +57,14 @@ urlpatterns = [
     # in front does, so the console works under gunicorn without DEBUG or a collectstatic step.
     # A front server or whitenoise that serves /static/ first makes this unused.
     re_path(r"^static/(?P<path>.*)$", serve_static, {"insecure": True}),
+    # Browsers ask for /favicon.ico on pages that name no icon (a JSON download, the Django
+    # admin, an error page): the same file, rather than a 404 in every log.
+    path(
+        "favicon.ico",
+        cache_control(max_age=86400, public=True)(serve_static),
+        {"path": "favicon.ico", "insecure": True},
+        name="favicon",
+    ),
     # The daily report (background jobs build its rows).
     path("reports/daily/", views_reports.daily_report, name="reports"),
     path("reports/daily.csv", views_reports.daily_report_csv, name="reports-csv"),

@@ -47,20 +47,24 @@ def dashboard(request):
     tasks = paginator.get_page(request.GET.get("page"))
     for task in tasks:
         task.busiest = budgets.busiest(task)
-    query = urlencode({k: v for k, v in filters.items() if v})
+    carried = form.query_values()
+    query = urlencode(carried)
     spent, reserved = queries.spend_today()
     context = {
         "form": form,
         "filters": filters,
         "query": query,
-        "page_query": urlencode({**{k: v for k, v in filters.items() if v}, "page": tasks.number}),
+        "page_query": urlencode({**carried, "page": tasks.number}),
         "tasks": tasks,
         "counts": queries.state_counts(),
         "trips": queries.trips_today(),
         "spent_today": spent,
         "reserved_today": reserved,
     }
-    return access.page(request, "console/dashboard.html", "console/_dashboard_live.html", context)
+    status = INVALID if form.shown_errors else 200
+    return access.page(
+        request, "console/dashboard.html", "console/_dashboard_live.html", context, status=status
+    )
 
 
 # -- task detail -----------------------------------------------------------------------------
@@ -115,6 +119,8 @@ def task_context(request, task: Task, **forms) -> dict:
         "can_reconcile": request.user.has_perm(access.RECONCILE),
         "can_change_limits": request.user.has_perm(access.CHANGE_TASK_LIMITS),
         "resumable": task.terminal and task.state != terms.COMPLETED,
+        # "Real loop" / "False stop" judge the guard's stop: they mean nothing elsewhere.
+        "labels_apply": task.terminal and terms.is_trip(task.reason),
     }
 
 

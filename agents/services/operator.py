@@ -82,7 +82,8 @@ def task_label_stop(*, task_id: uuid.UUID | str, label: str, user) -> Task:
     """An operator's verdict on a stopped task ("real_loop" / "false_stop"; "" clears it), for
     tuning the similarity threshold with `loop_eval --from-db`. Locks the task row.
 
-    Keeps: only a terminal task is labelled (a running one has no stop to judge), and every
+    Keeps: only a breaker trip is labelled (`terms.is_trip`: a completion or a person's stop
+    says nothing about the loop detector; clearing a label is always allowed), and every
     label is audited in the same transaction.
     """
     if label and label not in LOOP_LABELS:
@@ -92,6 +93,9 @@ def task_label_stop(*, task_id: uuid.UUID | str, label: str, user) -> Task:
         task = lock_task(task_id)
         if not task.terminal:
             raise Conflict("Only a stopped task can be labelled.", code="TASK_RUNNING")
+        if label and not terms.is_trip(task.reason):
+            # Console only (no API endpoint labels a stop), so no error code of its own.
+            raise Conflict("Only a breaker trip can be labelled: the guard did not stop this task.")
         Event.objects.create(
             task=task, agent_id=task.agent_id, kind="stop_labelled", phase=task.phase,
             actor=actor_name(user), actor_user=user, reason=task.reason,

@@ -138,3 +138,26 @@ def stopped_task(looping_task, people) -> Task:
     operator.task_stop(task_id=looping_task.pk, reason="looping", user=people.operator)
     looping_task.refresh_from_db()
     return looping_task
+
+
+@pytest.fixture
+def tripped_task(agent) -> Task:
+    """Stopped by the guard (a breaker trip): the same search asked until the loop rule fired."""
+    task = tasks.task_create(agent=agent, goal="Find the enterprise price, again and again")
+    for _ in range(10):
+        _, outcome = tool_step(agent, task.pk)
+        if outcome.decision == terms.STOP:
+            break
+    task.refresh_from_db()
+    assert task.terminal and terms.is_trip(task.reason), (task.state, task.reason)
+    return task
+
+
+@pytest.fixture
+def completed_task(agent) -> Task:
+    """COMPLETED: the agent finished with verified evidence."""
+    task = tasks.task_create(agent=agent, goal="Answer once, with evidence")
+    runner.task_finish(task_id=task.pk, agent=agent, evidence={"revision": 1, "done": True})
+    task.refresh_from_db()
+    assert task.state == terms.COMPLETED
+    return task

@@ -5,23 +5,25 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from django.core.management import call_command
 
+from agents.guard import terms
 from agents.models import Event
 
 
-def test_an_operator_labels_a_stopped_task_and_the_label_is_audited(as_operator, stopped_task):
-    page = as_operator.get(f"/tasks/{stopped_task.pk}/").content.decode()
-    assert f'action="/tasks/{stopped_task.pk}/label/"' in page
+def test_an_operator_labels_a_breaker_trip_and_the_label_is_audited(as_operator, tripped_task):
+    page = as_operator.get(f"/tasks/{tripped_task.pk}/").content.decode()
+    assert f'action="/tasks/{tripped_task.pk}/label/"' in page
 
-    response = as_operator.post(f"/tasks/{stopped_task.pk}/label/", {"label": "real_loop"})
+    response = as_operator.post(f"/tasks/{tripped_task.pk}/label/", {"label": "real_loop"})
 
     assert response.status_code == 303
-    stopped_task.refresh_from_db()
-    assert stopped_task.loop_label == "real_loop"
-    event = Event.objects.get(task=stopped_task, kind="stop_labelled")
+    tripped_task.refresh_from_db()
+    assert tripped_task.loop_label == "real_loop"
+    event = Event.objects.get(task=tripped_task, kind="stop_labelled")
     assert (event.actor, event.detail["label"]) == ("user:olivia", "real_loop")
-    page = as_operator.get(f"/tasks/{stopped_task.pk}/").content.decode()
+    page = as_operator.get(f"/tasks/{tripped_task.pk}/").content.decode()
     assert "Labelled: <b>real loop</b>" in page
 
 
@@ -32,15 +34,15 @@ def test_a_running_task_cannot_be_labelled(as_operator, looping_task):
     assert not Event.objects.filter(task=looping_task, kind="stop_labelled").exists()
 
 
-def test_an_unknown_label_changes_nothing(as_operator, stopped_task):
-    as_operator.post(f"/tasks/{stopped_task.pk}/label/", {"label": "maybe"})
-    stopped_task.refresh_from_db()
-    assert stopped_task.loop_label == ""
+def test_an_unknown_label_changes_nothing(as_operator, tripped_task):
+    as_operator.post(f"/tasks/{tripped_task.pk}/label/", {"label": "maybe"})
+    tripped_task.refresh_from_db()
+    assert tripped_task.loop_label == ""
 
 
-def test_a_refused_label_is_shown_as_an_error_not_a_success(as_operator, stopped_task):
+def test_a_refused_label_is_shown_as_an_error_not_a_success(as_operator, tripped_task):
     response = as_operator.post(
-        f"/tasks/{stopped_task.pk}/label/", {"label": "maybe"}, HTTP_HX_REQUEST="true"
+        f"/tasks/{tripped_task.pk}/label/", {"label": "maybe"}, HTTP_HX_REQUEST="true"
     )
 
     toast = json.loads(response["HX-Trigger"])["lw:toast"]
@@ -48,15 +50,15 @@ def test_a_refused_label_is_shown_as_an_error_not_a_success(as_operator, stopped
     assert "real_loop or false_stop" in toast["message"]
 
 
-def test_an_outsider_may_not_label(as_outsider, stopped_task):
-    response = as_outsider.post(f"/tasks/{stopped_task.pk}/label/", {"label": "real_loop"})
+def test_an_outsider_may_not_label(as_outsider, tripped_task):
+    response = as_outsider.post(f"/tasks/{tripped_task.pk}/label/", {"label": "real_loop"})
     assert response.status_code == 403
-    stopped_task.refresh_from_db()
-    assert stopped_task.loop_label == ""
+    tripped_task.refresh_from_db()
+    assert tripped_task.loop_label == ""
 
 
-def test_loop_eval_from_db_replays_the_labelled_stops(as_operator, stopped_task, tmp_path):
-    as_operator.post(f"/tasks/{stopped_task.pk}/label/", {"label": "false_stop"})
+def test_loop_eval_from_db_replays_the_labelled_stops(as_operator, tripped_task, tmp_path):
+    as_operator.post(f"/tasks/{tripped_task.pk}/label/", {"label": "false_stop"})
     out = io.StringIO()
 
     call_command("loop_eval", "--from-db", "--chart", str(tmp_path / "c.svg"), stdout=out)
@@ -66,7 +68,7 @@ def test_loop_eval_from_db_replays_the_labelled_stops(as_operator, stopped_task,
     assert "lexical        0.50" in text
 
 
-def test_the_report_page_advises_the_recommended_threshold(as_operator, stopped_task):
+def test_the_report_page_advises_the_recommended_threshold(as_operator, tripped_task):
     from django.core.cache import cache
 
     cache.clear()
@@ -75,6 +77,38 @@ def test_the_report_page_advises_the_recommended_threshold(as_operator, stopped_
     assert "near_duplicate_threshold</span> to <strong>0.50</strong>" in page
     assert "0 stops operators labelled" in page
 
-    as_operator.post(f"/tasks/{stopped_task.pk}/label/", {"label": "real_loop"})
+    as_operator.post(f"/tasks/{tripped_task.pk}/label/", {"label": "real_loop"})
     page = as_operator.get("/reports/daily/").content.decode()
     assert "1 stops operators labelled" in page
+
+
+def test_labels_are_offered_on_a_breaker_trip(as_operator, tripped_task):
+    page = as_operator.get(f"/tasks/{tripped_task.pk}/").content.decode()
+    assert 'value="real_loop"' in page and 'value="false_stop"' in page
+
+
+@pytest.mark.parametrize("ended", ["stopped_task", "completed_task", "lost_write"])
+def test_labels_are_offered_only_where_the_guard_tripped(as_operator, ended, request):
+    task = request.getfixturevalue(ended)
+    task = getattr(task, "task", task)
+    page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
+    if terms.is_trip(task.reason):  # a lost write stops the task by the guard's ledger rule
+        assert 'value="real_loop"' in page
+    else:
+        assert 'value="real_loop"' not in page and 'value="false_stop"' not in page
+        assert f'action="/tasks/{task.pk}/label/"' not in page
+
+
+@pytest.mark.parametrize("ended", ["stopped_task", "completed_task"])
+def test_a_stop_that_was_no_trip_cannot_be_labelled(as_operator, ended, request):
+    task = request.getfixturevalue(ended)
+    response = as_operator.post(
+        f"/tasks/{task.pk}/label/", {"label": "real_loop"}, HTTP_HX_REQUEST="true"
+    )
+
+    toast = json.loads(response["HX-Trigger"])["lw:toast"]
+    assert toast["kind"] == "error"
+    assert "breaker trip" in toast["message"]
+    task.refresh_from_db()
+    assert task.loop_label == ""
+    assert not Event.objects.filter(task=task, kind="stop_labelled").exists()
