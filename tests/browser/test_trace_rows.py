@@ -41,3 +41,23 @@ def test_an_operator_opens_a_rows_args_and_result(page, console, shot):
     assert "sk-live-trace-7" not in page.content()
     row.scroll_into_view_if_needed()
     shot("trace-row-opened")
+
+
+def test_an_opened_block_stays_open_when_the_live_trace_refreshes(page, console):
+    agent = console.agent
+    task = agent.create_task("Look up the team price")
+    call = agent.request_tool(task["id"], "kb_search", {"query": "team price"})
+    agent.report_result(task["id"], call["tool_call"], "SUCCESS", data={"price": 42})
+    sign_in(page, console.url, "olivia")
+    page.goto(f"{console.url}/tasks/{task['id']}/")
+    args = page.locator("table.trace details.payload-arguments").first
+    args.locator("summary").click()
+    expect(args.locator("pre.json")).to_be_visible()
+
+    # The running task's latest trace window is fetched again every few seconds: wait for it.
+    page.evaluate(
+        """() => new Promise(done => document.body.addEventListener(
+            "htmx:afterSettle", event => event.detail.target.id === "timeline" && done()))"""
+    )
+
+    expect(page.locator("table.trace details.payload-arguments pre.json").first).to_be_visible()
