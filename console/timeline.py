@@ -403,7 +403,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
         if step.reported_at is not None:
             row.result_block = block(result_value(step), policy)
         if step.decision == terms.REUSE:
-            row.answered = block(step.answered_result, policy)  # type: ignore[attr-defined]
+            row.answered = block(step.answered_result, policy)
         rows.append(row)
     rows.sort(key=lambda row: row.seq)
     return Timeline(

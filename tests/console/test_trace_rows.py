@@ -88,7 +88,7 @@ def test_each_row_shows_how_long_its_call_took(agent, as_operator):
     assert duration(slow.seq) == "2m 05s"
     assert duration(waiting.seq) == ""
     page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
-    assert "<th class=\"num\">Duration</th>" in page
+    assert '<th class="num">Duration</th>' in page
 
 
 def test_a_reuse_row_shows_the_result_the_agent_was_answered(agent, as_operator):
