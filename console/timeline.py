@@ -96,7 +96,12 @@ def block(value: Any, policy: RedactionPolicy = DEFAULT) -> Block:
     """Args or a result in full, reported text decoded as the agent sent it, masked by the
     redaction policy (agents.redaction) before it is written out, so a cut never shows half a
     secret; at most MAX_BLOCK_TEXT characters."""
-    text = _page_json(policy.apply(storable.decode(value)), indent=2)
+    return masked_block(policy.apply(storable.decode(value)))
+
+
+def masked_block(shown: Any) -> Block:
+    """A value already decoded and masked, for an expandable block."""
+    text = _page_json(shown, indent=2)
     return Block(text[:MAX_BLOCK_TEXT], len(text))
 
 
@@ -389,8 +394,11 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
             for c in (call.tool_calls or [])
             if isinstance(c, dict)
         )
-        rows.append(Row(call.seq, "model", call, marks.get(call.seq, Marks()),
-                        asks=asks))  # fmt: skip
+        row = Row(call.seq, "model", call, marks.get(call.seq, Marks()), asks=asks)
+        if call.tool_calls:
+            # The tool calls the model asked for, each masked by its own tool's policy.
+            row.args_block = masked_block(masks.tool_calls(storable.decode(call.tool_calls)))
+        rows.append(row)
     # A REUSE was answered the ledger row's stored result: read in the same statement.
     calls = ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high).annotate(
         answered_result=F("operation__result")

@@ -150,3 +150,19 @@ def test_the_trace_reads_the_answered_results_without_a_query_per_row(agent, as_
         return len(captured.captured_queries)
 
     assert page_queries(1) == page_queries(4)
+
+
+def test_a_model_row_opens_the_tool_calls_it_asked_for_redacted(agent, as_operator):
+    task = tasks.task_create(agent=agent, goal="Plan the lookup")
+    _, model_call, _ = runner.model_call_gate(task_id=task.pk, agent=agent, model="m")
+    runner.model_call_usage(
+        task_id=task.pk, agent=agent, model_call_id=model_call.pk, prompt_tokens=10,
+        completion_tokens=5,
+        tool_calls=[{"name": "kb_search", "args": {"q": "a", "password": "pw-secret-9"}}],
+    )  # fmt: skip
+
+    row = rows(as_operator.get(f"/tasks/{task.pk}/").content.decode())[model_call.seq]
+
+    (plan,) = blocks(row)
+    assert '"name": "kb_search"' in plan and '"password": "•••"' in plan
+    assert "pw-secret-9" not in row
