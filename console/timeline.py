@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from math import ceil
 from typing import Any
 
+from django.db.models import F
+
 from agents import storable
 from agents.guard import terms
 from agents.guard.model import note_plan
@@ -36,6 +38,7 @@ from agents.selectors import Redactor
 PAGE_SIZE = 50
 MAX_STRING = 60
 MAX_ARGS_TEXT = 240
+MAX_BLOCK_TEXT = 4000  # characters of pretty-printed JSON in an expandable block
 
 
 def shorten(value: Any, depth: int = 0) -> Any:
@@ -73,6 +76,73 @@ def args_text(value: Any, policy: RedactionPolicy = DEFAULT) -> str:
     return text if len(text) <= MAX_ARGS_TEXT else text[: MAX_ARGS_TEXT - 1] + "…"
 
 
+@dataclass
+class Block:
+    """A value in full, for an expandable block: redacted, pretty-printed, cut when long."""
+
+    text: str
+    total: int  # characters before the cut
+
+    @property
+    def cut(self) -> bool:
+        return self.total > len(self.text)
+
+    @property
+    def limit(self) -> int:
+        return MAX_BLOCK_TEXT
+
+
+def block(value: Any, policy: RedactionPolicy = DEFAULT) -> Block:
+    """Args or a result in full, reported text decoded as the agent sent it, masked by the
+    redaction policy (agents.redaction) before it is written out, so a cut never shows half a
+    secret; at most MAX_BLOCK_TEXT characters."""
+    return masked_block(policy.apply(storable.decode(value)))
+
+
+def masked_block(shown: Any) -> Block:
+    """A value already decoded and masked, for an expandable block."""
+    text = _page_json(shown, indent=2)
+    return Block(text[:MAX_BLOCK_TEXT], len(text))
+
+
+def result_value(call: ToolCall) -> Any:
+    """What the agent reported: the data alone, or with its error code and message."""
+    if not (call.result_code or call.result_error):
+        return call.result_data
+    shown = {"code": call.result_code or None, "error": call.result_error or None}
+    if call.result_data is not None:
+        shown["data"] = call.result_data
+    return shown
+
+
+def duration_text(ms: float | None) -> str:
+    """A duration as the trace shows it: 800 ms, 1.23 s, 2m 05s, 1h 02m."""
+    if ms is None or ms < 0:
+        return ""
+    if ms < 1000:
+        return f"{round(ms)} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.2f} s"
+    seconds = int(ms // 1000)
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def _between(start: Any, end: Any) -> float | None:
+    return None if end is None else (end - start).total_seconds() * 1000
+
+
+def duration_ms(call: ModelCall | ToolCall) -> float | None:
+    """A tool call: the duration its result reported, else request to result. A model call:
+    request to usage report. None while it has not ended."""
+    if isinstance(call, ModelCall):
+        return _between(call.created_at, call.settled_at)
+    if call.duration_ms is not None:
+        return call.duration_ms
+    return _between(call.created_at, call.reported_at)
+
+
 def _letters(index: int) -> str:
     out = ""
     index += 1
@@ -106,6 +176,13 @@ class Row:
     tag: FingerprintTag | None = None
     args: str = ""
     asks: str = ""
+    args_block: Block | None = None
+    result_block: Block | None = None
+    answered: Block | None = None  # REUSE: the ledger's stored result the agent was answered
+
+    @property
+    def duration(self) -> str:
+        return duration_text(duration_ms(self.call))
 
     @property
     def time(self) -> str:
@@ -317,12 +394,25 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
             for c in (call.tool_calls or [])
             if isinstance(c, dict)
         )
-        rows.append(Row(call.seq, "model", call, marks.get(call.seq, Marks()),
-                        asks=asks))  # fmt: skip
-    for step in ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
-        rows.append(Row(step.seq, "tool", step, marks.get(step.seq, Marks()),
-                        tags.get(step.fingerprint),
-                        args_text(step.args, masks.policy(step.tool))))  # fmt: skip
+        row = Row(call.seq, "model", call, marks.get(call.seq, Marks()), asks=asks)
+        if call.tool_calls:
+            # The tool calls the model asked for, each masked by its own tool's policy.
+            row.args_block = masked_block(masks.tool_calls(storable.decode(call.tool_calls)))
+        rows.append(row)
+    # A REUSE was answered the ledger row's stored result: read in the same statement.
+    calls = ToolCall.objects.filter(task=task, seq__gt=low, seq__lte=high).annotate(
+        answered_result=F("operation__result")
+    )
+    for step in calls:
+        policy = masks.policy(step.tool)
+        row = Row(step.seq, "tool", step, marks.get(step.seq, Marks()),
+                  tags.get(step.fingerprint), args_text(step.args, policy),
+                  args_block=block(step.args, policy))  # fmt: skip
+        if step.reported_at is not None:
+            row.result_block = block(result_value(step), policy)
+        if step.decision == terms.REUSE:
+            row.answered = block(step.answered_result, policy)
+        rows.append(row)
     rows.sort(key=lambda row: row.seq)
     return Timeline(
         rows=rows,
