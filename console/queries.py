@@ -19,7 +19,8 @@ from agents.models import Agent, AgentDay, ApiToken, Event, Task, ToolCall
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
 from console.words import CODE_WORDS, STATE_WORDS
 from ledger.models import Operation, Reconciliation
-from ledger.selectors import operations_touched, operations_waiting_verdict
+from ledger import selectors as ledger_selectors
+from ledger.selectors import operations_touched
 
 if TYPE_CHECKING:
     # django-stubs' companion, a development dependency: only the type checker imports it.
@@ -143,18 +144,20 @@ def task_limit_changes(task: Task) -> list[Event]:
 # -- reconcile queue -------------------------------------------------------------------------
 
 
-def reconcile_queue() -> list[Operation]:
-    """Every operation waiting for a human verdict, oldest claim first.
+def reconcile_queue(**filters) -> list[Operation]:
+    """Every operation waiting for a human verdict, oldest claim first, filtered as
+    `ledger.selectors.reconcile_queue` filters (agent, namespace, claimed before).
 
     UNKNOWN ones, and IN_FLIGHT ones whose lease ran out (the lease sweep would make them
     UNKNOWN; the reconcile service accepts both).
     """
-    return list(
-        operations_waiting_verdict()
-        .select_related("task__agent")
-        .prefetch_related("reconciliations")
-        .order_by("claimed_at", "id")
-    )
+    return list(ledger_selectors.reconcile_queue(**filters))
+
+
+def reconcile_filter_choices() -> tuple[list[str], list[str]]:
+    """The reconcile queue's filter choices: every agent's name and every namespace."""
+    agents = list(Agent.objects.order_by("name").values_list("name", "namespace"))
+    return [name for name, _ in agents], sorted({ns for _, ns in agents})
 
 
 def recent_reconciliations(limit: int = 10):
