@@ -172,16 +172,19 @@ def recent_reconciliations(limit: int = 10):
 
 
 class AgentTotals(TypedDict):
-    """What agents_overview() adds to each agent: its running tasks and today's money."""
+    """What agents_overview() adds to each agent: its running tasks, today's money, how many
+    of its tokens still authenticate and when one was last used."""
 
     running: int
     spent_today: Decimal
     reserved_today: Decimal
+    live_tokens: int
+    token_last_used: datetime | None
 
 
 def agents_overview() -> list[WithAnnotations[Agent, AgentTotals]]:
     today = timezone.now().date()
-    # cast: the loop below sets the three totals on every agent.
+    # cast: the loop below sets the totals on every agent.
     agents = cast(
         "list[WithAnnotations[Agent, AgentTotals]]",
         list(
@@ -207,6 +210,10 @@ def agents_overview() -> list[WithAnnotations[Agent, AgentTotals]]:
         day = days.get(agent.pk)
         agent.spent_today = day.spent if day else Decimal(0)
         agent.reserved_today = day.reserved if day else Decimal(0)
+        # From the tokens prefetched above: no query per agent.
+        tokens = list(agent.tokens.all())
+        agent.live_tokens = sum(1 for t in tokens if t.revoked_at is None)
+        agent.token_last_used = max((t.last_used_at for t in tokens if t.last_used_at), default=None)
     return agents
 
 

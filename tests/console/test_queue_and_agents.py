@@ -113,16 +113,15 @@ def test_agents_are_a_table_with_details_on_demand(as_admin, agent, make_agent):
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=used)
     page = as_admin.get("/agents/").content.decode()
     table = page[page.index('<table class="agents-table') : page.index("</table>", page.index('<table class="agents-table'))]
-    heads = re.findall(r"<th[^>]*>(.*?)</th>", table[: table.index("</thead>")])
+    heads = re.findall(r"<th scope=\"col\">(.*?)</th>", table[: table.index("</thead>")])
     assert heads[:6] == ["Name", "Namespace", "Profile", "Paused", "Tokens", "Last use"]
     row = re.search(r'<tr class="agent-row[^"]*" id="row-agent-a">(.*?)</tr>', table, re.S)
     assert row is not None
-    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)]
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row.group(1), re.S)]
     assert cells[:6] == ["agent-a", "ns-a", "default", "no", "1", "5 min ago"]
     # the forms are inside a closed <details>
     details = page[page.index('<details class="agent-details" id="details-agent-a"') :]
     assert details.index("</summary>") < details.index('name="pause-agent-a-reason"')
-    assert not page[page.index('id="details-agent-a"') - 80 : page.index('id="details-agent-a"')].count("open")
     assert '<details class="agent-details" id="details-agent-a">' in page
 
 
@@ -146,3 +145,19 @@ def test_revoke_records_an_audit_event_and_the_api_answers_401(as_admin, make_ag
     event = Event.objects.get(kind="token_revoked")
     assert (event.actor, event.detail["prefix"]) == ("user:adam", token.prefix)
     assert api.get("/api/v1/tasks", **bearer).status_code == 401
+
+
+def test_a_form_sends_you_back_to_the_agents_details_open(as_operator, agent):
+    response = as_operator.post("/agents/agent-a/pause/", {"pause-agent-a-reason": "runaway"})
+    assert response.status_code == 303
+    assert response["Location"] == "/agents/?open=agent-a#agent-a"
+    page = as_operator.get(response["Location"]).content.decode()
+    assert '<details class="agent-details" id="details-agent-a" open>' in page
+
+
+def test_htmx_answers_the_card_and_its_table_row_out_of_band(as_operator, agent):
+    response = as_operator.post("/agents/agent-a/pause/", {"pause-agent-a-reason": "x"}, **HTMX)
+    body = response.content.decode()
+    assert body.lstrip().startswith('<article class="card agent-card')
+    row = re.search(r'<template><tr class="agent-row paused" id="row-agent-a" hx-swap-oob="true">(.*?)</tr>', body, re.S)
+    assert row is not None and ">yes</span>" in row.group(1)
