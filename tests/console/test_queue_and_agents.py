@@ -150,7 +150,7 @@ def test_revoke_records_an_audit_event_and_the_api_answers_401(as_admin, make_ag
 def test_a_form_sends_you_back_to_the_agents_details_open(as_operator, agent):
     response = as_operator.post("/agents/agent-a/pause/", {"pause-agent-a-reason": "runaway"})
     assert response.status_code == 303
-    assert response["Location"] == "/agents/?open=agent-a#agent-a"
+    assert response["Location"] == "/agents/?open=agent-a#agent-agent-a"
     page = as_operator.get(response["Location"]).content.decode()
     assert '<details class="agent-details" id="details-agent-a" open>' in page
 
