@@ -149,9 +149,7 @@ class ReconcileFilterForm(_FilterForm):
         required=False, min_value=1, max_value=100_000, label="Older than",
         widget=forms.NumberInput(attrs={"min": 1, "placeholder": "age", "class": "age"}),
     )  # fmt: skip
-    unit = forms.ChoiceField(
-        required=False, choices=[(u, u) for u in AGE_UNITS], label="Age unit"
-    )
+    unit = forms.ChoiceField(required=False, choices=[(u, u) for u in AGE_UNITS], label="Age unit")
 
     def __init__(self, *args, agents: list[str], namespaces: list[str], **kwargs):
         super().__init__(*args, **kwargs)

@@ -18,8 +18,8 @@ from agents.guard import keys, terms
 from agents.models import Agent, AgentDay, ApiToken, Event, Task, ToolCall
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
 from console.words import CODE_WORDS, STATE_WORDS
-from ledger.models import Operation, Reconciliation
 from ledger import selectors as ledger_selectors
+from ledger.models import Operation, Reconciliation
 from ledger.selectors import operations_touched
 
 if TYPE_CHECKING:
@@ -213,7 +213,8 @@ def agents_overview() -> list[WithAnnotations[Agent, AgentTotals]]:
         # From the tokens prefetched above: no query per agent.
         tokens = list(agent.tokens.all())
         agent.live_tokens = sum(1 for t in tokens if t.revoked_at is None)
-        agent.token_last_used = max((t.last_used_at for t in tokens if t.last_used_at), default=None)
+        used = [t.last_used_at for t in tokens if t.last_used_at is not None]
+        agent.token_last_used = max(used, default=None)
     return agents
 
 

@@ -93,7 +93,7 @@ def test_cards_are_collapsed_with_key_tool_task_and_age_in_their_summary(as_oper
     assert "old-a" in shown and "pay_invoice" in shown and "Pay old-a" in shown
     assert "1 h ago" in shown  # its age
     # the verdict form is inside the card, after the summary
-    assert card.index("</summary>") < card.index('name="op%d-verdict"' % op.pk)
+    assert card.index("</summary>") < card.index(f'name="op{op.pk}-verdict"')
 
 
 def test_a_refused_verdict_comes_back_open(as_operator, queue):
@@ -112,12 +112,14 @@ def test_agents_are_a_table_with_details_on_demand(as_admin, agent, make_agent):
     used = timezone.now() - timedelta(minutes=5)
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=used)
     page = as_admin.get("/agents/").content.decode()
-    table = page[page.index('<table class="agents-table') : page.index("</table>", page.index('<table class="agents-table'))]
+    start = page.index('<table class="agents-table')
+    table = page[start : page.index("</table>", start)]
     heads = re.findall(r"<th scope=\"col\">(.*?)</th>", table[: table.index("</thead>")])
     assert heads[:6] == ["Name", "Namespace", "Profile", "Paused", "Tokens", "Last use"]
     row = re.search(r'<tr class="agent-row[^"]*" id="row-agent-a">(.*?)</tr>', table, re.S)
     assert row is not None
-    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row.group(1), re.S)]
+    found = re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row.group(1), re.S)
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in found]
     assert cells[:6] == ["agent-a", "ns-a", "default", "no", "1", "5 min ago"]
     # the forms are inside a closed <details>
     details = page[page.index('<details class="agent-details" id="details-agent-a"') :]
@@ -159,5 +161,6 @@ def test_htmx_answers_the_card_and_its_table_row_out_of_band(as_operator, agent)
     response = as_operator.post("/agents/agent-a/pause/", {"pause-agent-a-reason": "x"}, **HTMX)
     body = response.content.decode()
     assert body.lstrip().startswith('<article class="card agent-card')
-    row = re.search(r'<template><tr class="agent-row paused" id="row-agent-a" hx-swap-oob="true">(.*?)</tr>', body, re.S)
+    oob = r'<template><tr class="agent-row paused" id="row-agent-a" hx-swap-oob="true">(.*?)</tr>'
+    row = re.search(oob, body, re.S)
     assert row is not None and ">yes</span>" in row.group(1)
