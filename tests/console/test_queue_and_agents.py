@@ -79,6 +79,9 @@ def test_htmx_gets_only_the_filtered_list(as_operator, queue):
     body = response.content.decode()
     assert body.lstrip().startswith('<div id="queue"')
     assert "<html" not in body and keys_on(body) == ["old-b"]
+    # the Clear link, outside the list, follows out of band
+    clear = '<span id="queue-clear" hx-swap-oob="true"><a class="quiet-link" href="/reconcile/">'
+    assert clear in body
 
 
 def test_cards_are_collapsed_with_key_tool_task_and_age_in_their_summary(as_operator, queue):
