@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, cast
 
@@ -132,6 +133,47 @@ class TaskFilterForm(_FilterForm):
             "created_to": data.get("created_to"),
             "needs_human": bool(data.get("needs_human")),
         }
+
+
+AGE_UNITS = {"minutes": 1, "hours": 60}
+
+
+class ReconcileFilterForm(_FilterForm):
+    """The reconcile queue's filters: agent, namespace, and older than N minutes or hours.
+    An unknown agent or namespace, or an age that is not a whole number of at least 1, is
+    ignored (the queue is not filtered by it)."""
+
+    agent = forms.ChoiceField(required=False)
+    namespace = forms.ChoiceField(required=False)
+    older_than = forms.IntegerField(
+        required=False, min_value=1, max_value=100_000, label="Older than",
+        widget=forms.NumberInput(attrs={"min": 1, "placeholder": "age", "class": "age"}),
+    )  # fmt: skip
+    unit = forms.ChoiceField(required=False, choices=[(u, u) for u in AGE_UNITS], label="Age unit")
+
+    def __init__(self, *args, agents: list[str], namespaces: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        _choice_field(self, "agent").choices = _filter_choices("Any agent", agents)
+        _choice_field(self, "namespace").choices = _filter_choices("Any namespace", namespaces)
+
+    def filters(self, now: datetime) -> dict[str, Any]:
+        """The selector's keyword arguments: the age becomes a moment the claim is before."""
+        data = self._valid_values()
+        age = data.get("older_than")
+        minutes = age * AGE_UNITS[data.get("unit") or "minutes"] if age else None
+        return {
+            "agent": data.get("agent") or "",
+            "namespace": data.get("namespace") or "",
+            "claimed_before": now - timedelta(minutes=minutes) if minutes else None,
+        }
+
+    def query_values(self) -> dict[str, Any]:
+        """The filters applied, as the URL carries them (empty when none is)."""
+        data = self._valid_values()
+        found = {k: data.get(k) for k in ("agent", "namespace", "older_than") if data.get(k)}
+        if "older_than" in found:
+            found["unit"] = data.get("unit") or "minutes"
+        return found
 
 
 class StopForm(forms.Form):

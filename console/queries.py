@@ -18,8 +18,9 @@ from agents.guard import keys, terms
 from agents.models import Agent, AgentDay, ApiToken, Event, Task, ToolCall
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
 from console.words import CODE_WORDS, STATE_WORDS
+from ledger import selectors as ledger_selectors
 from ledger.models import Operation, Reconciliation
-from ledger.selectors import operations_touched, operations_waiting_verdict
+from ledger.selectors import operations_touched
 
 if TYPE_CHECKING:
     # django-stubs' companion, a development dependency: only the type checker imports it.
@@ -143,18 +144,20 @@ def task_limit_changes(task: Task) -> list[Event]:
 # -- reconcile queue -------------------------------------------------------------------------
 
 
-def reconcile_queue() -> list[Operation]:
-    """Every operation waiting for a human verdict, oldest claim first.
+def reconcile_queue(**filters) -> list[Operation]:
+    """Every operation waiting for a human verdict, oldest claim first, filtered as
+    `ledger.selectors.reconcile_queue` filters (agent, namespace, claimed before).
 
     UNKNOWN ones, and IN_FLIGHT ones whose lease ran out (the lease sweep would make them
     UNKNOWN; the reconcile service accepts both).
     """
-    return list(
-        operations_waiting_verdict()
-        .select_related("task__agent")
-        .prefetch_related("reconciliations")
-        .order_by("claimed_at", "id")
-    )
+    return list(ledger_selectors.reconcile_queue(**filters))
+
+
+def reconcile_filter_choices() -> tuple[list[str], list[str]]:
+    """The reconcile queue's filter choices: every agent's name and every namespace."""
+    agents = list(Agent.objects.order_by("name").values_list("name", "namespace"))
+    return [name for name, _ in agents], sorted({ns for _, ns in agents})
 
 
 def recent_reconciliations(limit: int = 10):
@@ -169,16 +172,19 @@ def recent_reconciliations(limit: int = 10):
 
 
 class AgentTotals(TypedDict):
-    """What agents_overview() adds to each agent: its running tasks and today's money."""
+    """What agents_overview() adds to each agent: its running tasks, today's money, how many
+    of its tokens still authenticate and when one was last used."""
 
     running: int
     spent_today: Decimal
     reserved_today: Decimal
+    live_tokens: int
+    token_last_used: datetime | None
 
 
 def agents_overview() -> list[WithAnnotations[Agent, AgentTotals]]:
     today = timezone.now().date()
-    # cast: the loop below sets the three totals on every agent.
+    # cast: the loop below sets the totals on every agent.
     agents = cast(
         "list[WithAnnotations[Agent, AgentTotals]]",
         list(
@@ -204,6 +210,11 @@ def agents_overview() -> list[WithAnnotations[Agent, AgentTotals]]:
         day = days.get(agent.pk)
         agent.spent_today = day.spent if day else Decimal(0)
         agent.reserved_today = day.reserved if day else Decimal(0)
+        # From the tokens prefetched above: no query per agent.
+        tokens = list(agent.tokens.all())
+        agent.live_tokens = sum(1 for t in tokens if t.revoked_at is None)
+        used = [t.last_used_at for t in tokens if t.last_used_at is not None]
+        agent.token_last_used = max(used, default=None)
     return agents
 
 

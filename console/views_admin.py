@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
@@ -118,8 +120,8 @@ def _profiles_form(agent, data=None) -> AllowedProfilesForm:
     )
 
 
-def _agent_card(request, name: str, **extra) -> dict:
-    agent = queries.agent_overview(name)
+def _agent_card(request, name: str, *, agent=None, **extra) -> dict:
+    agent = agent or queries.agent_overview(name)
     if agent is None:
         raise Http404("No such agent.")
     return {
@@ -135,14 +137,16 @@ def _agent_card(request, name: str, **extra) -> dict:
 
 
 def _agents_page(request, status: int = 200, **override):
-    """The agents page; `override` replaces one agent's card (with its form errors or the
-    token just issued)."""
+    """The agents page: a table, each agent's forms in a <details> opened on demand.
+    `override` replaces one agent's card (with its form errors or the token just issued) and
+    opens it; `?open=NAME` opens one agent's details (where a form sends you back)."""
     cards = []
+    opened = request.GET.get("open", "")
     for agent in queries.agents_overview():
         if override.get("name") == agent.name:
-            cards.append(override["card"])
+            cards.append({**override["card"], "open": True})
         else:
-            cards.append(_agent_card(request, agent.name))
+            cards.append(_agent_card(request, agent.name, agent=agent, open=agent.name == opened))
     return render(request, "console/agents.html", {"cards": cards}, status=status)
 
 
@@ -156,13 +160,14 @@ def agents_index(request):
 def _card_answer(request, name: str, card: dict, *, message: str = "", status: int = 200):
     """One agent's card for htmx, the whole page otherwise (after a redirect when it worked)."""
     if request.htmx:
-        response = render(request, "console/_agent_card.html", card, status=status)
+        response = render(request, "console/_agent_answer.html", card, status=status)
         if message:
             trigger_client_event(response, "lw:toast", {"message": message})
         return response
     if status == 200 and message and "raw_token" not in card:
         messages.success(request, message)
-        return access.redirect_see_other(f"{reverse('agents')}#agent-{name}")
+        where = f"{reverse('agents')}?{urlencode({'open': name})}#agent-{name}"
+        return access.redirect_see_other(where)
     return _agents_page(request, status=status, name=name, card=card)
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.errors import DomainError
 from agents.redaction import redact
@@ -11,7 +14,7 @@ from agents.selectors import Redactor
 from agents.services.operator import actor_name
 from console import access, queries
 from console.access import INVALID, console_view
-from console.forms import ReconcileForm
+from console.forms import ReconcileFilterForm, ReconcileForm
 from console.timeline import args_text
 from ledger import services as ledger_services
 from ledger.models import Operation
@@ -26,14 +29,23 @@ def _card(operation: Operation, form: ReconcileForm | None = None, **extra) -> d
     }
 
 
+def _filter_form(request) -> ReconcileFilterForm:
+    agents, namespaces = queries.reconcile_filter_choices()
+    return ReconcileFilterForm(request.GET or None, agents=agents, namespaces=namespaces)
+
+
 @console_view(access.VIEW_OPERATION)
 def reconcile_queue(request):
+    """The queue, filtered by agent, namespace and age (a GET form; htmx swaps only the list)."""
+    form = _filter_form(request)
     context = {
-        "cards": [_card(op) for op in queries.reconcile_queue()],
+        "form": form,
+        "query": urlencode(form.query_values()),
+        "cards": [_card(op) for op in queries.reconcile_queue(**form.filters(timezone.now()))],
         "recent": queries.recent_reconciliations(),
         "can_reconcile": request.user.has_perm(access.RECONCILE),
     }
-    return render(request, "console/reconcile.html", context)
+    return access.page(request, "console/reconcile.html", "console/_reconcile_list.html", context)
 
 
 @console_view(access.RECONCILE, methods=("POST",))
@@ -66,10 +78,11 @@ def operation_reconcile(request, operation_id):
                 },
                 then=reverse("reconcile"),
             )
-    context = {**_card(operation, form), "can_reconcile": True}
+    context = {**_card(operation, form, open=True), "can_reconcile": True}
     if request.htmx:
         return render(request, "console/_operation_card.html", context, status=INVALID)
     full = {
+        "form": _filter_form(request),
         "cards": [
             context if op.pk == operation.pk else _card(op) for op in queries.reconcile_queue()
         ],

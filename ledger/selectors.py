@@ -71,3 +71,27 @@ def operations_waiting_verdict(*, now: datetime | None = None) -> QuerySet[Opera
     return Operation.objects.filter(
         Q(state=terms.UNKNOWN) | Q(state=terms.IN_FLIGHT, lease_expires_at__lte=now)
     )
+
+
+def reconcile_queue(
+    *,
+    agent: str = "",
+    namespace: str = "",
+    claimed_before: datetime | None = None,
+    now: datetime | None = None,
+) -> QuerySet[Operation]:
+    """The reconcile queue: operations waiting for a verdict, oldest claim first, with their
+    task and agent. Optional filters: the agent whose task claimed it (by name), its
+    namespace, and claimed before a moment (older than an age)."""
+    query = operations_waiting_verdict(now=now)
+    if agent:
+        query = query.filter(task__agent__name=agent)
+    if namespace:
+        query = query.filter(namespace=namespace)
+    if claimed_before is not None:
+        query = query.filter(claimed_at__lt=claimed_before)
+    return (
+        query.select_related("task__agent")
+        .prefetch_related("reconciliations")
+        .order_by("claimed_at", "id")
+    )

@@ -1,5 +1,6 @@
-// Loopwarden console: toasts for actions and for requests that failed. Nothing else needs
-// script: every form also works as a plain POST.
+// Loopwarden console: toasts for actions and for requests that failed, and a link to a
+// collapsed card (/reconcile/#op-7) opening it. Nothing else needs script: every form also
+// works as a plain POST, and a collapsed card opens with a click.
 (function () {
   "use strict";
 
@@ -22,6 +23,17 @@
       setTimeout(function () { item.remove(); }, 5000);
     });
   });
+
+  // A link to a card folded in a <details> opens it: the card it names is what you came for.
+  function openTarget() {
+    if (!location.hash) return;
+    var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (!target) return;
+    var fold = target.matches("details") ? target : target.querySelector("details");
+    if (fold && !fold.open) fold.open = true;
+  }
+  document.addEventListener("DOMContentLoaded", openTarget);
+  window.addEventListener("hashchange", openTarget);
 
   document.addEventListener("lw:toast", function (event) {
     var detail = event.detail || {};

@@ -68,6 +68,7 @@ def test_a_gateway_write_lost_then_reconciled_in_the_browser_is_reused(
     sign_in(page, console.url, "olivia")
     page.goto(f"{console.url}/reconcile/")
     card = page.locator("article.op-card", has_text="store.slow_write")
+    card.locator("summary").click()  # the cards are folded; open this one
     expect(card).to_contain_text('item="row-9"')
     card.get_by_label("Committed: it happened").check()
     card.get_by_label("Result (optional)").fill('{"written": "row-9"}')
