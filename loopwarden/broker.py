@@ -46,6 +46,12 @@ class Channel(filesystem.Channel):
 class Transport(filesystem.Transport):
     Channel = Channel
 
+    @property
+    def default_connection_params(self) -> dict:
+        # No host for folders: kombu's default ("localhost") made every worker and beat log
+        # "No hostname was supplied" at start.
+        return {"port": self.default_port}
+
 
 def register() -> None:
     """`filesystem://` means this transport in this process."""

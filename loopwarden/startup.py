@@ -1,7 +1,7 @@
 """Startup and configuration errors as one clear line with the fix, never a traceback.
 
 `manage.py` runs every command inside `explained_errors()`; `./dev run` checks its port with
-`python -m loopwarden.startup port HOST PORT` before it starts anything or prints a banner.
+`python -m loopwarden port HOST PORT` before it starts anything or prints a banner.
 This module imports no Django settings at import time: it must work when they are broken.
 """
 
@@ -134,8 +134,4 @@ def main(argv: list[str]) -> None:
     if len(argv) == 3 and argv[0] == "port":
         check_port(argv[1], argv[2])
         return
-    fail("usage: python -m loopwarden.startup port HOST PORT")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    fail("usage: python -m loopwarden port HOST PORT")

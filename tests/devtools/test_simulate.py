@@ -75,7 +75,8 @@ def test_without_a_token_it_says_how_to_give_one(api_url, monkeypatch, db):
 
 def test_dev_run_starts_the_simulated_agent_without_its_token_in_argv():
     script = (ROOT / "dev").read_text()
-    simulate_line = script[script.index("manage.py simulate") :].split("&", 1)[0]
+    procfile = (ROOT / "Procfile").read_text()
+    simulate_line = procfile[procfile.index("manage.py simulate") :].split("\n", 1)[0]
 
     assert "--token" not in simulate_line
     assert "token" not in simulate_line.lower().replace("loopwarden_token_file", "")

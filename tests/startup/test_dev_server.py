@@ -74,3 +74,103 @@ def test_dev_run_serves_static_files_and_a_kept_alive_tool_call(dev_server):
             )
 
             assert call["decision"] == "EXECUTE" and answer["decision"] == "CONTINUE"
+
+
+def start_dev_run(env: dict, port: int, log_path: Path) -> subprocess.Popen:
+    venv = Path(sys.executable).parent.parent
+    env = {**env, "LOOPWARDEN_VENV": str(venv), "PORT": str(port)}
+    env.pop("PYTHONWARNINGS", None)  # the terminal as a user sees it: warnings shown
+    return subprocess.Popen(
+        [str(ROOT / "dev"), "run"], env=env, stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+def stop(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def wait_for(predicate, process: subprocess.Popen, log_path: Path, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert process.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.2)
+
+
+BANNER = "Loopwarden: http"
+
+
+def test_the_banner_is_the_last_line_and_the_terminal_stays_clean(clean_env, tmp_path):  # noqa: F811
+    port = free_port()
+    data_dir = Path(clean_env["LOOPWARDEN_DATA_DIR"])
+    terminal = tmp_path / "terminal.log"
+    process = start_dev_run(clean_env, port, terminal)
+    simulator_log = data_dir / "simulator.log"
+    try:
+        wait_for(lambda: BANNER in terminal.read_text(), process, terminal)
+        # The simulator has driven a scenario (its lines are in its log file) and every process
+        # has had time to say what it says at start.
+        wait_for(
+            lambda: simulator_log.exists() and "EXECUTE" in simulator_log.read_text(),
+            process, terminal,
+        )  # fmt: skip
+        time.sleep(3)
+        text = terminal.read_text()
+    finally:
+        stop(process)
+
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert BANNER in lines[-1], text
+    assert f"http://127.0.0.1:{port}/" in lines[-1] and "admin/admin" in lines[-1]
+    for word in ("Warning", "Traceback", "Not Found", "No hostname"):
+        assert word not in text, text
+    # The simulator's lines go to its log file, not the terminal.
+    assert "EXECUTE" not in text
+    assert "EXECUTE" in simulator_log.read_text()
+
+
+def test_loopwarden_simulator_false_runs_without_the_simulator(clean_env, tmp_path):  # noqa: F811
+    port = free_port()
+    data_dir = Path(clean_env["LOOPWARDEN_DATA_DIR"])
+    terminal = tmp_path / "terminal.log"
+    process = start_dev_run({**clean_env, "LOOPWARDEN_SIMULATOR": "false"}, port, terminal)
+    try:
+        wait_for(lambda: BANNER in terminal.read_text(), process, terminal)
+        time.sleep(5)
+        token = (data_dir / "demo-agent.token").read_text().strip()
+        tasks = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/tasks",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
+        text = terminal.read_text()
+    finally:
+        stop(process)
+
+    assert tasks.status_code == 200 and tasks.json()["tasks"] == [], tasks.text
+    assert not (data_dir / "simulator.log").exists()
+    assert "simulator.1" not in text and "simulated agent" not in text
+
+
+def test_dev_reset_removes_the_demo_state(clean_env, tmp_path):  # noqa: F811
+    data_dir = Path(clean_env["LOOPWARDEN_DATA_DIR"])
+    data_dir.mkdir(parents=True)
+    (data_dir / "loopwarden.sqlite3").write_text("x")
+    (data_dir / "demo-agent.token").write_text("x")
+    (data_dir / "broker").mkdir()
+    (data_dir / "broker" / "message").write_text("x")
+    venv = Path(sys.executable).parent.parent
+    result = subprocess.run(
+        [str(ROOT / "dev"), "reset"], env={**clean_env, "LOOPWARDEN_VENV": str(venv)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert not (data_dir / "loopwarden.sqlite3").exists() and not (data_dir / "broker").exists()
+    assert "loopwarden.sqlite3" in result.stdout and "broker" in result.stdout

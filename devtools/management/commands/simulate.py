@@ -433,7 +433,7 @@ class Command(BaseCommand):
         client = Client(options["url"], token, on_decision=self.print_decision)
         with client, _sigterm_as_interrupt():
             try:
-                self.wait_for_server(options["url"], options["wait"])
+                self.wait_for_server(options["url"], token, options["wait"])
                 number = 0
                 while passes == 0 or number < passes:
                     number += 1
@@ -450,13 +450,19 @@ class Command(BaseCommand):
         if options["strict"] and self.unexpected:
             raise CommandError(f"{self.unexpected} scenario runs ended unexpectedly")
 
-    def wait_for_server(self, url: str, timeout: float) -> None:
-        """Any HTTP answer means the server is up; connection errors are retried."""
+    def wait_for_server(self, url: str, token: str, timeout: float) -> None:
+        """Any HTTP answer means the server is up; connection errors are retried. The probe
+        asks for a page that exists, as the agent (the API root itself answers 404, which the
+        server logs as "Not Found")."""
         deadline = time.monotonic() + timeout
         announced = False
         while True:
             try:
-                httpx.get(url, timeout=2.0)
+                httpx.get(
+                    url.rstrip("/") + "/tasks?limit=1",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=2.0,
+                )
                 return
             except httpx.TransportError as exc:
                 if time.monotonic() >= deadline:

@@ -1,0 +1,145 @@
+"""compose.yaml and deploy/nginx/loopwarden.conf, checked without a container runtime: the
+services the README describes, run with the commands it gives, on variables `.env.example`
+documents, started in an order their health checks can satisfy, and nginx proxying to the web
+service and serving the static files where the settings collect them."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ("web", "worker", "beat")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "compose.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def nginx() -> str:
+    return (ROOT / "deploy" / "nginx" / "loopwarden.conf").read_text()
+
+
+def command(service: dict[str, Any]) -> list[str]:
+    value = service["command"]
+    return shlex.split(value) if isinstance(value, str) else list(value)
+
+
+def documented() -> set[str]:
+    return set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
+
+
+def test_the_services_of_a_deployment_exist(compose):
+    assert {"web", "worker", "beat", "db", "redis", "nginx"} <= set(compose["services"])
+
+
+def test_web_runs_gunicorn_with_the_repositorys_config(compose):
+    web = command(compose["services"]["web"])
+
+    assert web[:2] == ["gunicorn", "loopwarden.wsgi"]
+    assert web[web.index("-c") + 1] == "gunicorn.conf.py"
+    # Run from the repository root (where the image copies it), as the README says.
+    assert "WORKDIR /app" in (ROOT / "Dockerfile").read_text()
+    assert (ROOT / "gunicorn.conf.py").is_file()
+
+
+def test_worker_and_beat_run_the_readmes_celery_commands(compose):
+    readme = (ROOT / "README.md").read_text()
+    for name in ("worker", "beat"):
+        argv = command(compose["services"][name])
+        assert argv[:4] == ["celery", "-A", "loopwarden", name]
+        assert f"`celery -A loopwarden {name}`" in readme
+    assert compose["services"]["beat"].get("deploy", {}).get("replicas", 1) == 1
+
+
+def test_every_variable_set_is_documented_in_env_example(compose):
+    names = set()
+    for service in compose["services"].values():
+        if service.get("image", "").startswith(("postgres", "redis", "nginx")):
+            continue  # the images' own variables
+        environment = service.get("environment", {})
+        names |= set(environment if isinstance(environment, dict) else
+                     (item.split("=", 1)[0] for item in environment))  # fmt: skip
+    text = (ROOT / "compose.yaml").read_text()
+    names |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]+)", text))
+
+    assert {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"} <= names
+    assert sorted(names - documented()) == []
+
+
+def test_the_app_points_at_the_compose_database_and_broker(compose):
+    services = compose["services"]
+    env = services["web"]["environment"]
+    db = services["db"]["environment"]
+
+    assert env["DATABASE_URL"] == (
+        f"postgres://{db['POSTGRES_USER']}:{db['POSTGRES_PASSWORD']}@db:5432/{db['POSTGRES_DB']}"
+    )
+    assert env["CELERY_BROKER_URL"].startswith("redis://redis:6379/")
+    for name in APP:
+        assert services[name]["environment"] == env  # one environment for all three
+
+
+def test_depends_on_and_healthchecks_are_coherent(compose):
+    services = compose["services"]
+    for name, service in services.items():
+        for other, condition in (service.get("depends_on") or {}).items():
+            assert other in services, (name, other)
+            wanted = condition["condition"]
+            if wanted == "service_healthy":
+                assert "healthcheck" in services[other], (name, other)
+            elif wanted == "service_completed_successfully":
+                assert services[other].get("restart") == "no", (name, other)
+            else:
+                assert wanted == "service_started", (name, other)
+    for name in (*APP, "migrate"):
+        depends = services[name]["depends_on"]
+        assert depends["db"]["condition"] == "service_healthy"
+        assert depends["redis"]["condition"] == "service_healthy"
+    for name in APP:
+        assert services[name]["depends_on"]["migrate"]["condition"] == (
+            "service_completed_successfully"
+        )
+    assert "migrate" in " ".join(command(services["migrate"]))
+    assert services["nginx"]["depends_on"]["web"]["condition"] == "service_healthy"
+    # The web health check asks the port gunicorn binds.
+    bind = command(services["web"])[command(services["web"]).index("-b") + 1]
+    assert f":{bind.rsplit(':', 1)[1]}/" in " ".join(services["web"]["healthcheck"]["test"])
+
+
+def test_nginx_proxies_to_the_web_service(compose, nginx):
+    web = command(compose["services"]["web"])
+    port = web[web.index("-b") + 1].rsplit(":", 1)[1]
+    upstream = re.search(r"upstream\s+(\w+)\s*\{([^}]*)\}", nginx)
+    assert upstream is not None
+    assert re.search(rf"\bserver\s+web:{port}\s*;", upstream.group(2))
+    assert f"proxy_pass http://{upstream.group(1)};" in nginx
+    assert "proxy_set_header X-Forwarded-Proto $scheme;" in nginx
+    assert "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;" in nginx
+    mounts = compose["services"]["nginx"]["volumes"]
+    assert "./deploy/nginx/loopwarden.conf:/etc/nginx/conf.d/default.conf:ro" in mounts
+
+
+def test_nginx_serves_the_static_files_where_the_settings_collect_them(compose, nginx):
+    from django.conf import settings
+
+    location = re.search(r"location\s+(\S+)\s*\{\s*alias\s+(\S+);", nginx)
+    assert location is not None
+    url, alias = location.group(1), location.group(2)
+    assert url == settings.STATIC_URL
+    services = compose["services"]
+    data_dir = services["web"]["environment"]["LOOPWARDEN_DATA_DIR"]
+    # STATIC_ROOT is <data dir>/staticfiles; `collectstatic` (run by migrate) writes a volume
+    # there that nginx mounts at the alias.
+    assert settings.STATIC_ROOT == settings.DATA_DIR / "staticfiles"
+    collected = f"static:{data_dir}/staticfiles"
+    assert collected in services["migrate"]["volumes"]
+    assert "collectstatic" in " ".join(command(services["migrate"]))
+    assert f"static:{alias.rstrip('/')}:ro" in services["nginx"]["volumes"]
