@@ -133,3 +133,17 @@ def alw(live) -> AsyncClient:
 def unique() -> str:
     """A suffix that keeps operation keys apart: the ledger is shared by the namespace."""
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The MCP gateway's tests run on asyncio, the backend the MCP SDK serves on."""
+    return "asyncio"
+
+
+@pytest.fixture
+def counters(tmp_path):
+    """A folder where the fixture upstream counts each tool's executions."""
+    directory = tmp_path / "counters"
+    directory.mkdir()
+    return directory

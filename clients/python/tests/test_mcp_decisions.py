@@ -25,18 +25,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def counters(tmp_path: Path) -> Path:
-    directory = tmp_path / "counters"
-    directory.mkdir()
-    return directory
-
-
-@pytest.fixture
 def config(tmp_path: Path, live, counters: Path) -> Path:
     servers = {
         "billing": counting_server(

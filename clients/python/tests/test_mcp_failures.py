@@ -23,18 +23,6 @@ from mcp_helpers import (  # noqa: E402
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def counters(tmp_path):
-    directory = tmp_path / "counters"
-    directory.mkdir()
-    return directory
-
-
 def operation(operator, key_part: str) -> dict:
     [op] = [o for o in operator.list_operations() if key_part in o["key"]]
     return op

@@ -24,11 +24,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def setup(tmp_path, live):
     remote_counters, local_counters = tmp_path / "remote", tmp_path / "local"
     remote_counters.mkdir()

@@ -32,11 +32,6 @@ def published(name: str, program: str) -> str:
     return str(path)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_mcp_server_time_answers_through_the_gateway(tmp_path, live):
     servers = {"time": {"command": published("time", "mcp-server-time"),
                         "args": ["--local-timezone", "UTC"]}}  # fmt: skip

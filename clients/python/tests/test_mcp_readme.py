@@ -24,11 +24,6 @@ from test_mcp_published import published  # noqa: E402
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def readme_block(marker: str) -> str:
     readme = (ROOT / "README.md").read_text()
     found = re.search(rf"<!-- {marker} -->\n```json\n(.*?)```", readme, re.S)
