@@ -34,6 +34,7 @@ revision (its own code confirmed it; an exception leaves it UNKNOWN).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
@@ -54,9 +55,18 @@ from loopwarden_client.types import (
     ToolOutcome,
     ToolReport,
     check_evidence,
+    jsonable,
 )
 
 MAX_ANSWER = 4000  # characters of the final answer sent with `finish`
+
+
+def answer_text(output: Any) -> str:
+    """A framework run's final output as the answer `finish` sends: text as it is, anything
+    else (structured output) as JSON."""
+    return output if isinstance(output, str) else json.dumps(jsonable(output))
+
+
 Evidence = Callable[[str, Mapping[str, Any], Any], Mapping[str, Any] | None]
 KeyRule = str | Callable[[Mapping[str, Any]], str]
 

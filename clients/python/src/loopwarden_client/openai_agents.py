@@ -77,7 +77,7 @@ except ImportError as exc:  # the extra is missing: say which one
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
-from loopwarden_client.guard import STOPPED, Guard, GuardOptions
+from loopwarden_client.guard import STOPPED, Guard, GuardOptions, answer_text
 from loopwarden_client.types import EXECUTE, ToolReport, jsonable
 
 __all__ = [
@@ -239,8 +239,7 @@ class _CheckedHooks(AgentHooks[Any]):
         """The run ended with this agent's final output: finish the task (see `Guard.finish`)."""
         if not self.graph.nested:
             guard = self.graph.guard
-            answer = output if isinstance(output, str) else json.dumps(jsonable(output))
-            await guard.arun(guard.finish(answer))
+            await guard.arun(guard.finish(answer_text(output)))
         await self.hooks.on_end(context, agent, output)
 
     async def on_handoff(self, *args: Any, **kwargs: Any) -> None:

@@ -51,7 +51,14 @@ except ImportError as exc:  # the extra is missing: say which one
 
 from loopwarden_client.client import AsyncTaskSession, TaskSession
 from loopwarden_client.errors import TaskStopped
-from loopwarden_client.guard import STOPPED, Adapter, Guard, GuardOptions, handed_back
+from loopwarden_client.guard import (
+    STOPPED,
+    Adapter,
+    Guard,
+    GuardOptions,
+    answer_text,
+    handed_back,
+)
 from loopwarden_client.types import EXECUTE, REUSE, WRITE, ToolOutcome, ToolReport, jsonable
 
 __all__ = ["LoopwardenCapability"]
@@ -86,9 +93,7 @@ class LoopwardenCapability(AbstractCapability[Any], Adapter):
 
     async def after_run(self, ctx: Any, *, result: Any) -> Any:
         """The run ended with its output: finish the task (see `Guard.finish`)."""
-        output = result.output
-        answer = output if isinstance(output, str) else json.dumps(jsonable(output))
-        await self.guard.arun(self.guard.finish(answer))
+        await self.guard.arun(self.guard.finish(answer_text(result.output)))
         return result
 
     @classmethod

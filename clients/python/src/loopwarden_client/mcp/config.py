@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopwarden_client._core import DEFAULT_TIMEOUT_SECONDS
 from loopwarden_client.types import READ, WRITE
 
 TOKEN_ENV = "LOOPWARDEN_TOKEN"
@@ -73,7 +74,7 @@ class GatewayConfig:
     profile: str | None = None
     call_timeout_seconds: float = 60.0
     max_wait_tries: int = 5
-    api_timeout_seconds: float = 30.0
+    api_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
 
 
 def load_config(
@@ -116,9 +117,13 @@ def parse_config(
         upstreams=upstreams,
         goal=_text(section, "goal", where) or DEFAULT_GOAL,
         profile=_text(section, "profile", where),
-        call_timeout_seconds=_number(section, "call_timeout_seconds", 60.0, where),
-        max_wait_tries=int(_number(section, "max_wait_tries", 5, where)),
-        api_timeout_seconds=_number(section, "api_timeout_seconds", 30.0, where),
+        call_timeout_seconds=_number(
+            section, "call_timeout_seconds", GatewayConfig.call_timeout_seconds, where
+        ),
+        max_wait_tries=int(_number(section, "max_wait_tries", GatewayConfig.max_wait_tries, where)),
+        api_timeout_seconds=_number(
+            section, "api_timeout_seconds", GatewayConfig.api_timeout_seconds, where
+        ),
     )
 
 

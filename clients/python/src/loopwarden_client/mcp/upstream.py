@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from loopwarden_client._flows import describe
 from loopwarden_client.mcp.config import UpstreamConfig
 
 log = logging.getLogger("loopwarden.mcp")
@@ -45,8 +46,7 @@ class UpstreamRefused(Exception):
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_describe(inner) for inner in exc.exceptions)
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if str(exc) else text
+    return describe(exc)
 
 
 class Upstream:
