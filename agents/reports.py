@@ -154,7 +154,12 @@ def limit_advice(*, days: int, today: date | None = None) -> list[ProfileSample]
 
 def limit_suggestions(*, days: int, today: date | None = None) -> list[Suggestion]:
     """Every suggestion of `limit_advice`, profile by profile."""
-    return [s for sample in limit_advice(days=days, today=today) for s in sample.suggestions]
+    return suggestions_of(limit_advice(days=days, today=today))
+
+
+def suggestions_of(advice: list[ProfileSample]) -> list[Suggestion]:
+    """The suggestions of an advice already read, profile by profile."""
+    return [s for sample in advice for s in sample.suggestions]
 
 
 def _suggestions(profile: LimitProfile, rows: list[tuple], fields: list[str]) -> list[Suggestion]:

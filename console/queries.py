@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypedDict, cast
 
@@ -89,9 +89,9 @@ def dashboard_tasks(
     if q.strip():
         query = query.filter(_search(q.strip()))
     if created_from:
-        query = query.filter(created_at__gte=_utc_midnight(created_from))
+        query = query.filter(created_at__gte=selectors.day_bounds(created_from)[0])
     if created_to:
-        query = query.filter(created_at__lt=_utc_midnight(created_to + timedelta(days=1)))
+        query = query.filter(created_at__lt=selectors.day_bounds(created_to)[1])
     return query.defer("window", "blocked", "signatures", "report")
 
 
@@ -110,10 +110,6 @@ def _search(text: str) -> Q:
     operations = Operation.objects.filter(operation_key=key)
     carried = ToolCall.objects.filter(operation__in=operations.values("pk")).values("task_id")
     return found | Q(pk__in=carried) | Q(pk__in=operations.values("task_id"))
-
-
-def _utc_midnight(day: date) -> datetime:
-    return datetime.combine(day, time.min, tzinfo=UTC)
 
 
 # -- task detail -----------------------------------------------------------------------------

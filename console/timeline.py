@@ -71,8 +71,12 @@ def args_text(value: Any, policy: RedactionPolicy = DEFAULT) -> str:
     """Args or a result as one short line, reported text decoded as the agent sent it, then
     masked by the redaction policy (agents.redaction), so a secret is never half shown by the
     shortening."""
-    shown = shorten(policy.apply(storable.decode(value)))
-    text = _page_json(shown, separators=(", ", ": "))
+    return masked_args_text(policy.apply(storable.decode(value)))
+
+
+def masked_args_text(shown: Any) -> str:
+    """A value already decoded and masked, as one short line."""
+    text = _page_json(shorten(shown), separators=(", ", ": "))
     return text if len(text) <= MAX_ARGS_TEXT else text[: MAX_ARGS_TEXT - 1] + "…"
 
 
@@ -405,9 +409,10 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
     )
     for step in calls:
         policy = masks.policy(step.tool)
+        shown = policy.apply(storable.decode(step.args))  # masked once, for the line and block
         row = Row(step.seq, "tool", step, marks.get(step.seq, Marks()),
-                  tags.get(step.fingerprint), args_text(step.args, policy),
-                  args_block=block(step.args, policy))  # fmt: skip
+                  tags.get(step.fingerprint), masked_args_text(shown),
+                  args_block=masked_block(shown))  # fmt: skip
         if step.reported_at is not None:
             row.result_block = block(result_value(step), policy)
         if step.decision == terms.REUSE:

@@ -154,7 +154,7 @@ def daily_report(request: HtmxHttpRequest) -> HttpResponse:
         "codes": reports.TRIP_CODES,
         "chart": chart_of(series),
         "advice": advice,
-        "suggestions": [s for sample in advice for s in sample.suggestions],
+        "suggestions": reports.suggestions_of(advice),
         "min_sample": reports.MIN_SAMPLE,
         "loose_factor": reports.LOOSE_FACTOR,
         "threshold_advice": reports.threshold_advice(),
