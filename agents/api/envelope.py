@@ -224,8 +224,6 @@ def _key_check(field: OperationKey) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if type(value) is not str:
             raise _Refused
-        if value == "":
-            return text_check(value)
         try:
             return text_check(keys.operation_key(value))
         except keys.InvalidOperationKey:
