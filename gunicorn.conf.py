@@ -29,12 +29,15 @@ import os
 import socket
 import struct
 
-from loopwarden.env import env_int
+from loopwarden.env import env_int, read_env_file
 
 # The multiprocess metrics folder: the files of ended processes dropped when the master starts,
 # a dead worker's gauges when it exits (see loopwarden/gunicorn_metrics.py).
 from loopwarden.gunicorn_metrics import child_exit, on_starting  # noqa: F401
 from loopwarden.startup import one_line_on_config_error
+
+with one_line_on_config_error(3):
+    read_env_file()  # the settings read it too; here for the values read before them
 
 # Processes and threads per process. Each thread may hold a database connection while it
 # serves a request: workers x threads x web machines must stay under PostgreSQL's

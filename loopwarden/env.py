@@ -1,13 +1,53 @@
-"""Strict parsing of settings from the environment: a bad value fails at start, clearly."""
+"""Strict parsing of settings from the environment: a bad value fails at start, clearly.
+
+A `.env` file at the repository root (or the file `LOOPWARDEN_ENV_FILE` names) is read into the
+environment first, by django-environ; a variable already in the environment wins over the file.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import os
+from pathlib import Path
+
+import environ
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class ConfigError(RuntimeError):
     pass
+
+
+def env_file() -> Path | None:
+    """The `.env` file to read: `LOOPWARDEN_ENV_FILE` if set, else the repository root's."""
+    named = os.environ.get("LOOPWARDEN_ENV_FILE", "")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ConfigError(
+                f"LOOPWARDEN_ENV_FILE={named!r} is not a file: name an existing .env file, "
+                "or unset it"
+            )
+        return path
+    path = ROOT / ".env"
+    return path if path.is_file() else None
+
+
+def read_env_file() -> dict[str, str]:
+    """Put the `.env` file's variables into the environment, except those already set there.
+
+    Gives back the variables it added. Every program that reads settings calls it first (the
+    settings, gunicorn.conf.py, `./dev run` for the few it reads itself).
+    """
+    path = env_file()
+    if path is None:
+        return {}
+    before = set(os.environ)
+    # django-environ parses (quotes, `export`, comments); overwrite=False writes only the
+    # variables not set yet: the environment wins.
+    environ.Env.read_env(path, overwrite=False)
+    return {name: os.environ[name] for name in set(os.environ) - before}
 
 
 def env_str(name: str, default: str) -> str:

@@ -1,4 +1,5 @@
-"""Loopwarden settings. Every value comes from the environment; see .env.example."""
+"""Loopwarden settings. Every value comes from the environment (and a `.env` file under it);
+see .env.example."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from loopwarden.env import (
     env_networks,
     env_rate,
     env_str,
+    read_env_file,
 )
+
+read_env_file()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()

@@ -1,19 +1,21 @@
 """Startup and configuration errors as one clear line with the fix, never a traceback.
 
 `manage.py` runs every command inside `explained_errors()`; `./dev run` checks its port with
-`python -m loopwarden port HOST PORT` before it starts anything or prints a banner.
+`python -m loopwarden port HOST PORT` before it starts anything or prints a banner, and reads
+the few variables it uses itself from the `.env` file with `python -m loopwarden env NAME...`.
 This module imports no Django settings at import time: it must work when they are broken.
 """
 
 from __future__ import annotations
 
+import shlex
 import socket
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from loopwarden.env import ConfigError
+from loopwarden.env import ConfigError, read_env_file
 
 PREFIX = "loopwarden: "
 
@@ -130,8 +132,20 @@ def check_port(host: str, raw_port: str) -> None:
             )
 
 
+def env_file_exports(names: list[str]) -> str:
+    """`export NAME=value` lines, for `eval` in bash, for each of `names` the `.env` file sets
+    and the environment does not: `./dev run` reads its own few variables the way the settings
+    read all of them."""
+    added = read_env_file()
+    return "".join(f"export {name}={shlex.quote(added[name])}\n" for name in names if name in added)
+
+
 def main(argv: list[str]) -> None:
     if len(argv) == 3 and argv[0] == "port":
         check_port(argv[1], argv[2])
         return
-    fail("usage: python -m loopwarden port HOST PORT")
+    if argv and argv[0] == "env" and all(name.isidentifier() for name in argv[1:]):
+        with one_line_on_config_error():
+            print(env_file_exports(argv[1:]), end="")
+        return
+    fail("usage: python -m loopwarden port HOST PORT | python -m loopwarden env NAME...")
