@@ -23,7 +23,10 @@ from typing import Any
 from loopwarden_client import Client, TaskSession, TaskStopped
 from loopwarden_client.guard import write
 
-URL = os.environ.get("LOOPWARDEN_URL", "http://127.0.0.1:8000/api/v1/")
+# `./dev run`'s address (PORT, as `PORT=8001 ./dev run` chose), unless LOOPWARDEN_URL says.
+URL = (
+    os.environ.get("LOOPWARDEN_URL") or f"http://127.0.0.1:{os.environ.get('PORT', '8000')}/api/v1/"
+)
 TOKEN = os.environ["LOOPWARDEN_TOKEN"]
 INVOICE = f"INV-{uuid.uuid4().hex[:6]}"
 TOOLS = {"pay": write(key="pay-{invoice}")}  # how each payment's operation key is derived
