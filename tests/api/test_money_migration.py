@@ -89,6 +89,7 @@ def _held_before() -> dict[tuple[str, str], str | None]:
     return held
 
 
+@pytest.mark.slow  # migrates the database back and forth
 def test_every_amount_becomes_its_millionths_and_back():
     executor = MigrationExecutor(connection)
     leaves = executor.loader.graph.leaf_nodes()

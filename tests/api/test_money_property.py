@@ -141,6 +141,7 @@ def _check(books: Books, tasks: list[Task]) -> None:
         assert (row["reserved_cost"], row["cost"]) == (call.reserved, call.cost)
 
 
+@pytest.mark.slow  # minutes of examples, each a run of decisions on the database
 @settings(
     max_examples=EXAMPLES,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

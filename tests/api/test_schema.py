@@ -175,6 +175,7 @@ print(sorted(codes))
 """
 
 
+@pytest.mark.slow  # Python processes
 def test_concurrent_first_schema_requests_all_get_the_schema():
     # gunicorn's threaded workers serve a fresh process's first requests side by side; in
     # drf-spectacular they raced (AttributeError in its lazy class loading: a 500).

@@ -7,7 +7,12 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from tests.live import ROOT
+
+# Slow (mypy processes; CI runs mypy itself too): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
 
 
 def mypy(*args: str) -> subprocess.CompletedProcess:

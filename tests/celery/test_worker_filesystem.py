@@ -18,6 +18,9 @@ from tests.celery.helpers import (
     worker_args,
 )
 
+# Slow (a Celery worker process): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_on_the_filesystem_broker_runs_what_the_app_enqueues(make_task, tmp_path):

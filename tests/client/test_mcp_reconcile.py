@@ -24,6 +24,9 @@ from agents.models import LimitProfile  # noqa: E402
 from ledger.models import Operation  # noqa: E402
 from tests.live import ROOT  # noqa: E402
 
+# Slow (the MCP gateway as a subprocess): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 FIXTURE = ROOT / "clients" / "python" / "tests" / "mcp_fixtures" / "counting_server.py"
 GATEWAY = str(Path(sys.executable).parent / "loopwarden-mcp")
 

@@ -14,6 +14,9 @@ from django.db import connection
 
 from tests.live import database_url, gunicorn_server
 
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 LIMIT = 64 * 1024
 
 

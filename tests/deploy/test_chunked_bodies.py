@@ -21,7 +21,8 @@ from agents.models import Task
 from tests.live import database_url, gunicorn_server
 from tests.raw_http import exchange, request
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 LIMIT = 64 * 1024
 

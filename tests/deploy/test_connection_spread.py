@@ -22,7 +22,8 @@ from devtools.cpu import connections_by_child
 from tests.deploy.test_keepalive import request
 from tests.live import database_url, gunicorn_server
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 WORKERS = 4
 CLIENTS = 8

@@ -5,8 +5,12 @@ reads an error it can act on (wait, then ask again) and an operator's monitoring
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.live import free_port, gunicorn_server
+
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
 
 
 def test_the_api_answers_503_in_its_envelope_while_the_database_is_away():

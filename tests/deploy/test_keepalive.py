@@ -23,6 +23,9 @@ from django.db import connection
 
 from tests.live import ROOT, database_url, gunicorn_server
 
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 CONFIG = ROOT / "gunicorn.conf.py"
 # The seconds after which the thin client drops an idle connection: it keeps httpx's default.
 THIN_CLIENT_EXPIRY = float(httpx.Limits().keepalive_expiry or 0)

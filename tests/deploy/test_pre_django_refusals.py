@@ -19,7 +19,8 @@ from django.db import connection
 from tests.live import database_url, gunicorn_server
 from tests.raw_http import exchange
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 TARGET = "/api/v1/tasks"
 

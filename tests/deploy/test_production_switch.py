@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow (manage.py and gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -19,7 +19,8 @@ from django.db import connection
 
 from tests.live import ROOT, database_url, gunicorn_server
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CONFIG = ROOT / "gunicorn.conf.py"
 

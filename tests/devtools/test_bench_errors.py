@@ -45,8 +45,13 @@ def hanging_up() -> Iterator[str]:
     listener.close()
 
 
+# Each phase lasts long enough for its threads to start and send a request on a busy machine
+# (0.3 s once saw no request at all): a worker starts no request after the phase's end.
+PHASE_SECONDS = 2.0
+
+
 def test_baseline_requests_the_server_drops_are_counted_as_errors(hanging_up):
-    run = bench.drive_baseline(hanging_up, ["token-a", "token-b"], 0.3)
+    run = bench.drive_baseline(hanging_up, ["token-a", "token-b"], PHASE_SECONDS)
 
     assert len(run.samples["baseline"]) >= 2
     assert run.errors == len(run.samples["baseline"])
@@ -54,7 +59,7 @@ def test_baseline_requests_the_server_drops_are_counted_as_errors(hanging_up):
 
 def test_floor_requests_the_server_drops_are_counted_as_errors(hanging_up):
     tasks = {"token-a": "00000000-0000-0000-0000-000000000001"}
-    run = bench.drive_floor(hanging_up, ["token-a"], 0.3, tasks)
+    run = bench.drive_floor(hanging_up, ["token-a"], PHASE_SECONDS, tasks)
 
     assert len(run.samples["floor"]) >= 1
     assert run.errors == len(run.samples["floor"])

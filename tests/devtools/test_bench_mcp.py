@@ -11,6 +11,9 @@ import pytest
 
 from tests.live import ROOT
 
+# Slow (runs the bench against gateway processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("mcp")
 
 

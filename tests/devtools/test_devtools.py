@@ -14,6 +14,9 @@ from django.conf import settings
 
 from tests.live import ROOT
 
+# Slow (manage.py processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 DEV_COMMANDS = ["bench", "measure_render", "seed_demo", "simulate"]
 BASELINE = "/api/v1/_bench/baseline"
 FLOOR = "/api/v1/_bench/floor"

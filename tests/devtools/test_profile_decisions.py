@@ -20,6 +20,9 @@ from devtools.management.commands.profile_decisions import (
     wrapped,
 )
 
+# Slow (counted server processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -213,6 +213,7 @@ def check(result: subprocess.CompletedProcess, what: str, expected: list[str]) -
         assert text in result.stdout, f"{what}: {text!r} not printed:\n{result.stdout}"
 
 
+@pytest.mark.slow  # subprocesses against a live server; CI runs them
 @pytest.mark.parametrize(
     "document, section, blocks",
     shell_sections(),
@@ -230,6 +231,7 @@ def test_the_shell_blocks_run_as_written(document, section, blocks, reader_env):
     check(result, f"{document}, {section}", EXPECTED.get((document, section, "sh"), []))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", python_blocks(), ids=str)
 def test_the_python_blocks_run_as_written(block, reader_env, make_agent, tmp_path):
     workdir = tmp_path / "elsewhere"

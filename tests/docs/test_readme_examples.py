@@ -23,6 +23,9 @@ from agents.guard import terms
 from agents.models import Task
 from tests.live import ROOT, database_url
 
+# Slow (the README in subprocesses against a live server): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 README = (ROOT / "README.md").read_text()
 
 

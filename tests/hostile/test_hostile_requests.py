@@ -21,7 +21,8 @@ from django.db import connection
 from tests.live import database_url, gunicorn_server
 from tests.raw_http import Answer, exchange, request
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Slow (a live gunicorn and every endpoint): `./dev test` leaves it out, CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 LIMIT = 64 * 1024
 

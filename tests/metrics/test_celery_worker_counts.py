@@ -20,6 +20,9 @@ from tests.celery.helpers import (
     worker_args,
 )
 
+# Slow (Celery worker and gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_sweep_run_by_a_worker_process_shows_in_the_web_scrape(agent_api, scrape, tmp_path):

@@ -19,7 +19,8 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from tests.live import Api, database_url, gunicorn_server, race
 from tests.metrics.exposition import TOKEN, Exposition, parse
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Slow (gunicorn processes): `./dev test` leaves it out, CI runs it.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 WORKERS = 4
 TASKS = 8

@@ -12,6 +12,9 @@ import pytest
 from loopwarden.env import ConfigError, env_networks
 from tests.live import ROOT
 
+# Slow (Python processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 
 def test_allowed_addresses_take_addresses_and_networks(monkeypatch):
     monkeypatch.setenv("METRICS_ALLOWED_ADDRESSES", "127.0.0.1, 10.0.0.0/8,::1")

@@ -15,6 +15,9 @@ import pytest
 
 from tests.live import ROOT, free_port
 
+# Slow (manage.py and ./dev run processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def clean_env(tmp_path):

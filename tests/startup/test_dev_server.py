@@ -19,6 +19,9 @@ from loopwarden_client import Client
 from tests.live import ROOT, free_port
 from tests.startup.test_config_errors import clean_env  # noqa: F401  (a fixture)
 
+# Slow (./dev run with all its processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def dev_server(clean_env, tmp_path):  # noqa: F811

@@ -12,6 +12,9 @@ from loopwarden import env as env_module
 from tests.live import ROOT
 from tests.startup.test_config_errors import clean_env, manage, one_line  # noqa: F401
 
+# Slow (manage.py processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
+
 PRINT_SETTINGS = (
     "from django.conf import settings; "
     "print(settings.SITE_URL, settings.LOG_LEVEL, settings.ALLOWED_HOSTS, sep='|')"

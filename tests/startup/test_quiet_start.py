@@ -7,10 +7,14 @@ import logging
 import subprocess
 import sys
 
+import pytest
 from kombu import Connection
 
 from loopwarden import broker
 from tests.live import ROOT, free_port
+
+# Slow (manage.py, gunicorn and Celery processes): `./dev test` leaves it out, CI runs it.
+pytestmark = pytest.mark.slow
 
 
 def test_the_embedded_broker_needs_no_hostname(caplog):
