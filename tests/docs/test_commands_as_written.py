@@ -229,6 +229,8 @@ def test_the_shell_blocks_run_as_written(document, section, blocks, reader_env):
     )  # fmt: skip
 
     check(result, f"{document}, {section}", EXPECTED.get((document, section, "sh"), []))
+    # `export T=$(...)` hides a failing command from bash: its complaint would be here.
+    assert result.stderr == "", f"{document}, {section}:\n{result.stderr}"
 
 
 @pytest.mark.slow

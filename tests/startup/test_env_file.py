@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,23 @@ def test_the_example_file_reads_as_the_defaults(clean_env):  # noqa: F811
 
     assert (site_url, log_level) == ("http://127.0.0.1:8000", "INFO")
     assert hosts == "['localhost', '127.0.0.1']"
+
+
+def test_dev_reset_finds_the_data_folder_the_file_names(clean_env, tmp_path):  # noqa: F811
+    data = tmp_path / "from-the-file"
+    data.mkdir()
+    (data / "simulator.log").write_text("a line\n")
+    path = tmp_path / "dev.env"
+    path.write_text(f"LOOPWARDEN_DATA_DIR={data}\n")
+    env = {**clean_env, "LOOPWARDEN_ENV_FILE": str(path)}
+    env.pop("LOOPWARDEN_DATA_DIR")
+    env["LOOPWARDEN_VENV"] = str(Path(sys.executable).parent.parent)
+
+    result = subprocess.run(
+        [str(ROOT / "dev"), "reset"], env=env, cwd=ROOT, capture_output=True, text=True,
+        timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"removed {data}/simulator.log"
+    assert not (data / "simulator.log").exists()
