@@ -30,13 +30,14 @@ from console.access import (
     done,
     page,
 )
+from console.templatetags.console_formats import currency, money_figure
 
 DAY_CHOICES = (7, 14, 30, 60, 90)
 DEFAULT_DAYS = 30
 
 # Chart geometry, in SVG user units (the SVG scales to its container).
 WIDTH, HEIGHT = 760, 240
-LEFT, RIGHT, TOP, BOTTOM = 44, 64, 16, 36
+LEFT, RIGHT, TOP, BOTTOM = 56, 76, 16, 36
 
 
 @dataclass
@@ -74,6 +75,7 @@ class Chart:
     x_labels: list[Tick] = field(default_factory=list)  # Tick.y holds the x position here
     total_trips: int = 0
     total_cost: Decimal = Decimal(0)
+    currency: str = field(default_factory=currency)
 
 
 def nice_ceiling(value: float) -> float:
@@ -123,9 +125,9 @@ def chart_of(series: list[reports.DayTotal]) -> Chart:
 
 
 def _money_label(amount: float) -> str:
-    if amount == 0:
-        return "$0"
-    return f"${amount:,.2f}" if amount < 100 else f"${amount:,.0f}"
+    """An axis tick: the amount alone (the legend names the currency), whole from 100 up."""
+    figure = money_figure(Decimal(str(amount)))
+    return figure[:-3] if amount >= 100 and figure.endswith(".00") else figure
 
 
 def _filters(request: HttpRequest) -> tuple[int, str]:

@@ -66,8 +66,8 @@ def test_the_table_shows_each_day_agent_and_task_type(operator, rollups):
     assert html.count("<tr>") == 1 + 2  # header and the two rows of the last 30 days
     assert '<span class="code">GUARD_LOOP_DETECTED</span> <b>2</b>' in html
     assert '<span class="code">GUARD_TIME_LIMIT</span> <b>1</b>' in html
-    assert "1.2500" in html and "3400" in html
-    assert "4 breaker trips and $1.65 spent in the last 30 days" in html
+    assert "1.25 USD" in html and "3,400" in html
+    assert "4 breaker trips and 1.65 USD spent in the last 30 days" in html
 
 
 def test_the_chart_has_a_bar_per_day_and_a_spend_line(operator, rollups):
