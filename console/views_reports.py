@@ -37,7 +37,7 @@ DEFAULT_DAYS = 30
 
 # Chart geometry, in SVG user units (the SVG scales to its container).
 WIDTH, HEIGHT = 760, 240
-LEFT, RIGHT, TOP, BOTTOM = 64, 84, 16, 40
+LEFT, RIGHT, TOP, BOTTOM = 64, 84, 16, 60
 
 
 @dataclass

@@ -36,7 +36,7 @@ NOT_PAGES = {
 LONG_GOAL = "Reconcile-the-enterprise-contract-" + "x" * 160
 BIG = {"tokens_used": 200_000, "cost_spent": Decimal("1234.5"), "model_calls": 12_345}
 
-# The texts of each axis of the report's chart: none overlaps another, none is cut by the
+# The texts of the report's chart's three axes: none overlaps another, none is cut by the
 # chart's edge, and each is drawn at least 9 px high.
 CHART_LABELS = """() => {
   const svg = document.querySelector("#report-chart svg").getBoundingClientRect();
@@ -44,8 +44,9 @@ CHART_LABELS = """() => {
     [...axis.querySelectorAll("text")].map(text => {
       const box = text.getBoundingClientRect();
       return {text: text.textContent, left: box.left, right: box.right, top: box.top,
-              bottom: box.bottom, height: box.height, inside: box.left >= svg.left - 0.5
-              && box.right <= svg.right + 0.5};
+              bottom: box.bottom, height: box.height, svg: [svg.top, svg.bottom], inside: box.left >= svg.left - 0.5
+              && box.right <= svg.right + 0.5 && box.top >= svg.top - 0.5
+              && box.bottom <= svg.bottom + 0.5};
     }));
 }"""
 
@@ -181,10 +182,10 @@ def test_the_report_chart_labels_are_readable(page, console, screen):
     page.goto(f"{console.url}/reports/daily/?days=30")
     axes = page.evaluate(CHART_LABELS)
     assert len(axes) == 3 and all(axes), axes
-    for labels in axes:
-        for label in labels:
-            assert label["inside"], f"cut by the chart's edge: {label}"
-            assert label["height"] >= 9, f"too small to read: {label}"
-        for i, one in enumerate(labels):
-            for other in labels[i + 1 :]:
-                assert not boxes_overlap(one, other), (one, other)
+    labels = [label for axis in axes for label in axis]
+    for label in labels:
+        assert label["inside"], f"cut by the chart's edge: {label}"
+        assert label["height"] >= 9, f"too small to read: {label}"
+    for i, one in enumerate(labels):
+        for other in labels[i + 1 :]:
+            assert not boxes_overlap(one, other), (one, other)
