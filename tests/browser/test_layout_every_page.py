@@ -44,9 +44,9 @@ CHART_LABELS = """() => {
     [...axis.querySelectorAll("text")].map(text => {
       const box = text.getBoundingClientRect();
       return {text: text.textContent, left: box.left, right: box.right, top: box.top,
-              bottom: box.bottom, height: box.height, svg: [svg.top, svg.bottom], inside: box.left >= svg.left - 0.5
-              && box.right <= svg.right + 0.5 && box.top >= svg.top - 0.5
-              && box.bottom <= svg.bottom + 0.5};
+              bottom: box.bottom, height: box.height, svg: [svg.top, svg.bottom],
+              inside: box.left >= svg.left - 0.5 && box.right <= svg.right + 0.5
+              && box.top >= svg.top - 0.5 && box.bottom <= svg.bottom + 0.5};
     }));
 }"""
 
@@ -72,9 +72,8 @@ def assert_fits(page, where: str) -> None:
 
 
 def boxes_overlap(a: dict, b: dict) -> bool:
-    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and (
-        b["top"] < a["bottom"]
-    )
+    across = a["left"] < b["right"] and b["left"] < a["right"]
+    return across and a["top"] < b["bottom"] and b["top"] < a["bottom"]
 
 
 def open_everything(page) -> None:
