@@ -133,7 +133,7 @@ def test_every_page_fits_the_screen(page, console, shot, screen):
     page.set_viewport_size(screen)
     page.goto(f"{console.url}/login/")
     assert_fits(page, "/login/")
-    shot(f"{name}-login")
+    shot(f"every-page-{name}-login")
     sign_in(page, console.url, "adam")
     for route, path in paths.items():
         page.goto(f"{console.url}{path}")
@@ -141,7 +141,7 @@ def test_every_page_fits_the_screen(page, console, shot, screen):
         open_everything(page)
         if screen == PHONE:
             assert_fits(page, path)
-        shot(f"{name}-{route}")
+        shot(f"every-page-{name}-{route}")
 
     # The locked sign-in page last: the failures lock this address out.
     page.context.clear_cookies()
@@ -153,10 +153,10 @@ def test_every_page_fits_the_screen(page, console, shot, screen):
     expect(page.get_by_role("heading", name="Sign-in locked")).to_be_visible()
     if screen == PHONE:
         assert_fits(page, "the locked sign-in page")
-    shot(f"{name}-signin-locked")
+    shot(f"every-page-{name}-signin-locked")
 
 
-def test_the_task_page_shows_the_next_step_and_every_budget_on_a_phone(page, console):
+def test_the_next_step_budgets_and_an_agents_details_are_on_a_phones_screen(page, console):
     paths = the_console_with_everything_on_it(console)
     page.set_viewport_size(PHONE)
     sign_in(page, console.url, "adam")
@@ -168,6 +168,9 @@ def test_the_task_page_shows_the_next_step_and_every_budget_on_a_phone(page, con
     for figure in [next_step, *figures.all()]:
         box = figure.bounding_box()
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    page.goto(f"{console.url}{paths['agents']}")
+    card = page.locator("#details-support-bot .agent-card").bounding_box()
+    assert card and card["x"] >= 0 and card["x"] + card["width"] <= PHONE["width"], card
     page.goto(f"{console.url}{paths['task']}")
     expect(page.locator("#task-live")).to_contain_text("200,000")
     expect(page.locator("#task-live")).to_contain_text("1,234.50 USD")
