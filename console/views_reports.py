@@ -30,7 +30,7 @@ from console.access import (
     done,
     page,
 )
-from console.templatetags.console_formats import currency, money_figure
+from console.templatetags.console_formats import count, currency, money_figure
 
 DAY_CHOICES = (7, 14, 30, 60, 90)
 DEFAULT_DAYS = 30
@@ -113,7 +113,7 @@ def chart_of(series: list[reports.DayTotal]) -> Chart:
     for fraction in (0, 0.5, 1):
         y = round(chart.baseline - plot_h * fraction, 1)
         trips = trips_max * fraction
-        chart.trip_ticks.append(Tick(y, f"{trips:g}" if trips == int(trips) else f"{trips:.1f}"))
+        chart.trip_ticks.append(Tick(y, count(trips) if trips == int(trips) else f"{trips:.1f}"))
         chart.cost_ticks.append(Tick(y, _money_label(cost_max * fraction)))
     every = max(1, math.ceil(len(series) / 6))
     for i in range(len(series) - 1, -1, -every):  # always label the last (today)
