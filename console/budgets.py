@@ -13,6 +13,8 @@ from decimal import Decimal
 from django.utils import timezone
 
 from agents.models import Task
+from console.templatetags.console_formats import count as count_text
+from console.templatetags.console_formats import duration, money
 
 WARN_AT = 0.7  # amber from here
 HIGH_AT = 0.9  # red from here
@@ -48,19 +50,6 @@ def _ratio(used: float | Decimal, limit: float | Decimal) -> float:
     return float(used) / float(limit)
 
 
-def _money(amount: Decimal | str) -> str:
-    return f"{Decimal(str(amount)):.4f}"
-
-
-def duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
-
-
 def bars(task: Task, now: datetime | None = None, *, live: bool = False) -> list[Gauge]:
     """Every budget of the task. Time is measured to the task's end, or with `live` to now:
     the deadline keeps running while a stopped task waits for a person (the resume form)."""
@@ -69,11 +58,11 @@ def bars(task: Task, now: datetime | None = None, *, live: bool = False) -> list
 
     def count(key: str, label: str, used: int, limit_name: str) -> Gauge:
         limit = int(limits.get(limit_name) or 0)
-        return Gauge(key, label, f"{used:,}", f"{limit:,}", _ratio(used, limit))
+        return Gauge(key, label, count_text(used), count_text(limit), _ratio(used, limit))
 
     cost_used = task.cost_spent + task.cost_reserved
     max_cost = Decimal(str(limits.get("max_cost") or 0))
-    reserved_note = f"{_money(task.cost_reserved)} reserved" if task.cost_reserved else ""
+    reserved_note = f"{money(task.cost_reserved)} reserved" if task.cost_reserved else ""
     total = (task.deadline_at - task.created_at).total_seconds()
     until = now if live or task.ended_at is None else task.ended_at
     elapsed = (until - task.created_at).total_seconds()
@@ -87,8 +76,8 @@ def bars(task: Task, now: datetime | None = None, *, live: bool = False) -> list
         Gauge(
             "cost",
             "Cost",
-            _money(cost_used),
-            _money(max_cost),
+            money(cost_used),
+            money(max_cost),
             _ratio(cost_used, max_cost),
             reserved_note,
         ),  # fmt: skip
@@ -100,8 +89,8 @@ def bars(task: Task, now: datetime | None = None, *, live: bool = False) -> list
 def _tokens(task: Task, limit: int) -> Gauge:
     """Like cost: open reservations count against the limit, as the gate counts them."""
     used = task.tokens_used + task.tokens_reserved
-    note = f"{task.tokens_reserved:,} reserved" if task.tokens_reserved else ""
-    return Gauge("tokens", "Tokens", f"{used:,}", f"{limit:,}", _ratio(used, limit), note)
+    note = f"{count_text(task.tokens_reserved)} reserved" if task.tokens_reserved else ""
+    return Gauge("tokens", "Tokens", count_text(used), count_text(limit), _ratio(used, limit), note)
 
 
 def busiest(task: Task) -> Gauge:

@@ -34,6 +34,7 @@ from agents.guard.window import cycle_period, is_poll, join_window, repetition, 
 from agents.models import ModelCall, Task, ToolCall
 from agents.redaction import DEFAULT, RedactionPolicy
 from agents.selectors import Redactor
+from console.templatetags.console_formats import duration
 
 PAGE_SIZE = 50
 MAX_STRING = 60
@@ -120,17 +121,8 @@ def result_value(call: ToolCall) -> Any:
 
 
 def duration_text(ms: float | None) -> str:
-    """A duration as the trace shows it: 800 ms, 1.23 s, 2m 05s, 1h 02m."""
-    if ms is None or ms < 0:
-        return ""
-    if ms < 1000:
-        return f"{round(ms)} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.2f} s"
-    seconds = int(ms // 1000)
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+    """A call's duration in the console's one format ("" while it has not ended)."""
+    return "" if ms is None or ms < 0 else duration(ms / 1000)
 
 
 def _between(start: Any, end: Any) -> float | None:
@@ -187,11 +179,6 @@ class Row:
     @property
     def duration(self) -> str:
         return duration_text(duration_ms(self.call))
-
-    @property
-    def time(self) -> str:
-        # strftime, not the template's date filter: it is called for every row of the window
-        return self.call.created_at.strftime("%H:%M:%S")
 
     @property
     def stamp(self) -> str:

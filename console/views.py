@@ -27,7 +27,8 @@ from agents.services import operator
 from agents.taskrow import to_state
 from console import access, budgets, queries
 from console.access import INVALID, console_view
-from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm, money_text
+from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm
+from console.templatetags.console_formats import duration, limit_shown
 from console.timeline import timeline
 from console.words import GRANTS, state_words
 from ledger.selectors import is_unresolved
@@ -149,8 +150,8 @@ def deadline_warning(task: Task, user) -> DeadlineWarning | None:
     if not operator.may_exceed_grant_bound(user):
         bound = int(core.grant_bound(original)["seconds"])
         proposed = min(fresh, bound) if bound > needed else None
-    leaves = budgets.duration(proposed - needed) if proposed else ""
-    return DeadlineWarning(budgets.duration(needed - 1), needed, proposed, leaves, bound)
+    leaves = duration(proposed - needed) if proposed else ""
+    return DeadlineWarning(duration(needed - 1), needed, proposed, leaves, bound)
 
 
 def _grant_rows(task: Task, user, deadline: DeadlineWarning | None) -> list[dict]:
@@ -165,7 +166,7 @@ def _grant_rows(task: Task, user, deadline: DeadlineWarning | None) -> list[dict
             "key": key,
             "label": label,
             "bar": by_key.get(key),
-            "bound": money_text(bound[key]) if key == "cost" and key in bound else bound.get(key),
+            "bound": limit_shown(bound[key], key) if key in bound else None,
             "proposed": deadline.proposed if deadline and key == "seconds" else None,
         }
         for key, label, _limit, _usage in GRANTS

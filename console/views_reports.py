@@ -30,13 +30,14 @@ from console.access import (
     done,
     page,
 )
+from console.templatetags.console_formats import count, currency, money_figure
 
 DAY_CHOICES = (7, 14, 30, 60, 90)
 DEFAULT_DAYS = 30
 
 # Chart geometry, in SVG user units (the SVG scales to its container).
 WIDTH, HEIGHT = 760, 240
-LEFT, RIGHT, TOP, BOTTOM = 44, 64, 16, 36
+LEFT, RIGHT, TOP, BOTTOM = 64, 84, 16, 60
 
 
 @dataclass
@@ -74,6 +75,7 @@ class Chart:
     x_labels: list[Tick] = field(default_factory=list)  # Tick.y holds the x position here
     total_trips: int = 0
     total_cost: Decimal = Decimal(0)
+    currency: str = field(default_factory=currency)
 
 
 def nice_ceiling(value: float) -> float:
@@ -111,7 +113,7 @@ def chart_of(series: list[reports.DayTotal]) -> Chart:
     for fraction in (0, 0.5, 1):
         y = round(chart.baseline - plot_h * fraction, 1)
         trips = trips_max * fraction
-        chart.trip_ticks.append(Tick(y, f"{trips:g}" if trips == int(trips) else f"{trips:.1f}"))
+        chart.trip_ticks.append(Tick(y, count(trips) if trips == int(trips) else f"{trips:.1f}"))
         chart.cost_ticks.append(Tick(y, _money_label(cost_max * fraction)))
     every = max(1, math.ceil(len(series) / 6))
     for i in range(len(series) - 1, -1, -every):  # always label the last (today)
@@ -123,9 +125,9 @@ def chart_of(series: list[reports.DayTotal]) -> Chart:
 
 
 def _money_label(amount: float) -> str:
-    if amount == 0:
-        return "$0"
-    return f"${amount:,.2f}" if amount < 100 else f"${amount:,.0f}"
+    """An axis tick: the amount alone (the legend names the currency), whole from 100 up."""
+    figure = money_figure(Decimal(str(amount)))
+    return figure[:-3] if amount >= 100 and figure.endswith(".00") else figure
 
 
 def _filters(request: HttpRequest) -> tuple[int, str]:

@@ -17,7 +17,11 @@ from console.forms import UnlockForm
 def locked_out(request, original_response=None, credentials=None):
     """What a locked-out sign-in answers (django-axes' AXES_LOCKOUT_CALLABLE): 429 and why."""
     username = (credentials or {}).get("username") or request.POST.get("username", "")
-    context = {"username": username, "lockout_minutes": settings.SIGNIN_LOCKOUT_MINUTES}
+    context = {
+        "username": username,
+        "lockout_minutes": settings.SIGNIN_LOCKOUT_MINUTES,
+        "lockout_seconds": settings.SIGNIN_LOCKOUT_MINUTES * 60,
+    }
     return render(request, "console/signin_locked.html", context, status=429)
 
 
@@ -26,6 +30,7 @@ def _context(request, **extra) -> dict:
         "lockouts": selectors.signin_lockouts(),
         "failure_limit": settings.AXES_FAILURE_LIMIT,
         "lockout_minutes": settings.SIGNIN_LOCKOUT_MINUTES,
+        "lockout_seconds": settings.SIGNIN_LOCKOUT_MINUTES * 60,
         "can_unlock": request.user.has_perm(access.UNLOCK_SIGNIN),
         **extra,
     }

@@ -116,6 +116,14 @@ if DEVTOOLS:
     # Only under `manage.py bench` (it removes itself otherwise): counts each request's SQL.
     MIDDLEWARE.insert(0, "devtools.server.StatementCountMiddleware")
 
+# The one currency the console shows amounts in (5.00 USD): an ISO 4217 code. Costs are
+# stored as numbers in the currency of the price table; this names it, it converts nothing.
+LOOPWARDEN_CURRENCY = env_str("LOOPWARDEN_CURRENCY", "USD").strip().upper()
+if not re.fullmatch(r"[A-Z]{3}", LOOPWARDEN_CURRENCY):
+    raise ConfigError(
+        f"LOOPWARDEN_CURRENCY={LOOPWARDEN_CURRENCY!r} is not a three-letter currency code (USD)"
+    )
+
 # Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed sign-ins for one username,
 # or from one address, that username or address is locked out for SIGNIN_LOCKOUT_MINUTES
 # (0: until an admin lifts it on the console's Sign-in lockouts page). Failures are not

@@ -1,47 +1,18 @@
-"""Small formatting helpers for the console templates."""
+"""Small helpers for the console templates (numbers, money, durations and moments are
+`console_formats`)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from decimal import Decimal, InvalidOperation
-
 from django import template
-from django.utils import timezone
 
 from agents import storable
 from agents.redaction import redact
 from agents.selectors import Redactor
 from console import words
-from console.forms import money_text
 from console.timeline import args_text, shown_json
 from ledger.selectors import operations_waiting_verdict
 
 register = template.Library()
-
-
-@register.filter
-def ago(moment: datetime | None) -> str:
-    """Compact relative time: "8 s ago", "5 min ago", "3 h ago", then the date."""
-    if not moment:
-        return "—"
-    seconds = int((timezone.now() - moment).total_seconds())
-    if seconds < 0:
-        return "just now"
-    if seconds < 60:
-        return f"{seconds} s ago"
-    if seconds < 3600:
-        return f"{seconds // 60} min ago"
-    if seconds < 86400:
-        return f"{seconds // 3600} h ago"
-    return moment.strftime("%d %b %H:%M")
-
-
-@register.filter
-def money(value) -> str:
-    try:
-        return f"{Decimal(str(value)):.4f}"
-    except (InvalidOperation, ValueError):
-        return str(value)
 
 
 @register.filter
@@ -114,18 +85,6 @@ def get(mapping, key):
 @register.filter
 def get_attr(obj, name: str):
     return getattr(obj, name, None)
-
-
-@register.filter
-def plain(value) -> str:
-    """A limit as people write it: 5.00 rather than 5.000000, a dash for "off"."""
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, Decimal):
-        return money_text(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
 
 
 @register.simple_tag

@@ -1,5 +1,6 @@
-"""The reconcile queue filtered in a real browser (htmx swaps the list, the URL follows), a
-folded card opened with a click; the agents table with one agent's details opened."""
+"""The reconcile queue filtered in a real browser by namespace, agent and age (htmx swaps the
+list, the URL follows), a folded card opened with a click; the agents table with one agent's
+details opened."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def test_an_operator_filters_the_queue_and_opens_a_card(page, console, shot):
     expect(page.get_by_label("Note (required)").first).to_be_hidden()  # folded
     page.evaluate("window.__sameDocument = true")
 
+    page.get_by_label("Namespace").select_option("billing")
+    expect(cards).to_have_count(1)
+    expect(cards.first).to_contain_text("pay-INV-9")
+    expect(page).to_have_url(re.compile(r"namespace=billing"))
+    page.get_by_label("Namespace").select_option("")
+    expect(cards).to_have_count(3)
     page.get_by_label("Agent").select_option("support-bot")
     expect(cards).to_have_count(2)
     expect(page).to_have_url(re.compile(r"agent=support-bot"))
@@ -51,6 +58,9 @@ def test_an_operator_filters_the_queue_and_opens_a_card(page, console, shot):
     expect(card).to_contain_text("3 h ago")
     assert page.evaluate("window.__sameDocument") is True  # htmx swapped the list
 
+    # The age box's change, the unit's and the button each sent a request: a later swap would
+    # fold the card again, so open it once the last has landed.
+    page.wait_for_function("() => !document.querySelector('.htmx-request')")
     card.locator("summary").click()
     expect(card.get_by_label("Note (required)")).to_be_visible()
     expect(card.get_by_role("button", name="Record verdict")).to_be_visible()

@@ -25,7 +25,7 @@ def test_an_operator_opens_a_rows_args_and_result(page, console, shot):
     sign_in(page, console.url, "olivia")
     page.goto(f"{console.url}/tasks/{task['id']}/")
     row = page.locator("table.trace tbody tr.kind-tool").first
-    expect(row.locator("td.duration")).to_have_text("1.50 s")
+    expect(row.locator("td.duration")).to_have_text("1.5 s")
     args = row.locator("details.payload-arguments")
     result = row.locator("details.payload-result")
     expect(args.locator("pre.json")).to_be_hidden()  # collapsed until opened

@@ -21,7 +21,7 @@ def test_it_lists_agents_with_spend_today_and_running_tasks(as_admin, looping_ta
                                       defaults={"spent": Decimal("0.42")})  # fmt: skip
     page = as_admin.get("/agents/").content.decode()
     assert 'id="agent-agent-a"' in page
-    assert "0.4200" in page
+    assert "0.42 USD" in page
     assert 'href="/?agent=agent-a&amp;state=RUNNING">1</a>' in page
 
 

@@ -43,7 +43,7 @@ def test_it_shows_breaker_trips_today_by_code_and_spend_today(
     page = as_operator.get("/").content.decode()
     assert "GUARD_LEDGER" in page
     assert "GUARD_STOPPED" not in page  # an operator's stop is not a breaker trip
-    assert "1.2500" in page
+    assert "1.25 USD" in page
 
 
 def test_filters_live_in_the_url(as_operator, looping_task, lost_write):

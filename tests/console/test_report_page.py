@@ -14,6 +14,7 @@ from django.utils import timezone
 from agents.guard import terms
 from agents.models import DailyRollup, LimitProfile, Task
 from agents.reports import MIN_SAMPLE, TRIP_CODES, limit_advice, limit_suggestions, p95
+from console import views_reports
 from console.views_reports import nice_ceiling
 
 URL = "/reports/daily/"
@@ -66,8 +67,8 @@ def test_the_table_shows_each_day_agent_and_task_type(operator, rollups):
     assert html.count("<tr>") == 1 + 2  # header and the two rows of the last 30 days
     assert '<span class="code">GUARD_LOOP_DETECTED</span> <b>2</b>' in html
     assert '<span class="code">GUARD_TIME_LIMIT</span> <b>1</b>' in html
-    assert "1.2500" in html and "3400" in html
-    assert "4 breaker trips and $1.65 spent in the last 30 days" in html
+    assert "1.25 USD" in html and "3,400" in html
+    assert "4 breaker trips and 1.65 USD spent in the last 30 days" in html
 
 
 def test_the_chart_has_a_bar_per_day_and_a_spend_line(operator, rollups):
@@ -87,8 +88,9 @@ def test_the_chart_has_a_bar_per_day_and_a_spend_line(operator, rollups):
 def test_the_tallest_bar_reaches_the_axis_maximum(operator, rollups):
     html = operator.get(URL).content.decode()
     heights = [float(h) for h in re.findall(r'<rect class="bar"[^>]*height="([\d.]+)"', html)]
-    # 3 trips on a nice axis of 5: 3/5 of the 188-unit plot.
-    assert max(heights) == pytest.approx(188 * 3 / 5, abs=0.1)
+    # 3 trips on a nice axis of 5: 3/5 of the plot's height.
+    plot = views_reports.HEIGHT - views_reports.TOP - views_reports.BOTTOM
+    assert max(heights) == pytest.approx(plot * 3 / 5, abs=0.1)
 
 
 def test_filters_narrow_the_period_and_the_agent(operator, rollups):

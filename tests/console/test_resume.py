@@ -212,7 +212,7 @@ def test_the_form_shows_the_real_time_against_the_deadline_and_warns(as_admin, s
     form = resume_form(as_admin.get(f"/tasks/{task.pk}/").content.decode())
 
     # Time as it is now (3 h since creation against 15 min), not frozen at the stop (100 s).
-    assert re.search(r'<td class="num">3 h 0 min</td>\s*<td class="num">15 min</td>', form)
+    assert re.search(r'<td class="num">3 h</td>\s*<td class="num">15 min</td>', form)
     assert 'class="notice warn deadline-passed"' in form
     assert "The deadline passed 2 h 45 min ago" in form
     needed = 3 * 3600 - 900 + 1

@@ -76,6 +76,12 @@ def test_a_bad_boolean_is_one_line(clean_env):
     assert "DEBUG" in line and "true/false" in line
 
 
+def test_a_currency_that_is_not_a_code_is_one_line(clean_env):
+    line = one_line(manage(clean_env, "check", LOOPWARDEN_CURRENCY="dollars"))
+
+    assert "LOOPWARDEN_CURRENCY" in line and "three-letter" in line
+
+
 def test_an_unreachable_postgresql_is_one_line_with_the_fix(clean_env):
     port = free_port()  # nothing listens there
     url = f"postgres://loopwarden:s3cret@127.0.0.1:{port}/loopwarden"
