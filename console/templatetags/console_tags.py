@@ -8,7 +8,7 @@ from decimal import Decimal, InvalidOperation
 from django import template
 from django.utils import timezone
 
-from agents import storable
+from agents.db import storable
 from agents.redaction import redact
 from agents.selectors import Redactor
 from console import words

@@ -13,7 +13,7 @@ the same rule is the column's CHECK, as before. Rules over several columns (a ru
 no reason) stay table constraints.
 
 Each field below names its `Domain`, the rule's one home: the migrations that create the
-domains copy their SQL (migrations are frozen), and `tests/api/test_domains.py` compares the
+domains copy their SQL (migrations are frozen), and `tests/db/test_domains.py` compares the
 domains in the database with these, so a rule changed here without a migration fails the
 suite. Django's migrations do not see a domain's rule change by themselves.
 """

@@ -12,7 +12,7 @@ result: the wall-clock time PostgreSQL printed (in the session's time zone, whic
 to its own) with Django's time zone as its tzinfo (none when USE_TZ is off). Anything
 `fromisoformat` refuses (a BC date, a year past 9999, infinity, a non-ISO DateStyle) goes to
 Django's loader unchanged, so its errors are Django's too. The class keeps Django's
-`timezone` attribute, which Django's `create_cursor` compares (and `agents.prepared`).
+`timezone` attribute, which Django's `create_cursor` compares (and `agents.db.prepared`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ rows come back as the queryset's model instances (related rows and annotations i
 the statement goes through the connection's cursor like any other (execute wrappers, query
 logging and statement counts see it).
 
-Below the models: it imports only Django (and `loopwarden.timestamps`' loader lookup).
+Below the models: it imports only Django (and `agents.db.timestamps`' loader lookup).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
 from django.utils.functional import cached_property
 
-from loopwarden.timestamps import timestamp_loader
+from agents.db.timestamps import timestamp_loader
 
 # psycopg prepares a statement only when its connection has a threshold; Django leaves it unset
 # (None: never). The hot path's cursors ask for preparing on every statement, so a threshold no
