@@ -399,10 +399,8 @@ def _snapshot(values: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
 
 
 def _copied(value: Any) -> Any:
-    """A JSON column's value copied so that a change made in place cannot reach the copy
-    (marshal's round trip, several times cheaper than copying it in Python, as a decision did
-    on every JSON column). The other columns hold immutable values (str, numbers, Decimal,
-    datetime, UUID) and are not copied."""
+    """A JSON column's value copied (marshal's round trip) so that a change made in place
+    cannot reach the copy. The other columns hold immutable values and are not copied."""
     try:
         return marshal.loads(marshal.dumps(value))
     except ValueError:  # not JSON's types (set by code, not read from the row)

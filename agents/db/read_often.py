@@ -9,13 +9,10 @@ from django.db.models.base import ModelState
 
 
 class ReadOften(models.Model):
-    """A model whose rows every decision reads (the token, the agent, the task, its calls):
-    `from_db` builds a row from the database without `Model.__init__`.
-
-    Django's `from_db` calls `cls(*values)`, whose `__init__` walks every field to set it one
-    attribute at a time; here the values go into the instance's `__dict__` in one update, in the
-    same order (`_meta.concrete_fields`), with the same `_state` (not adding, from `db`). Only for
-    a row with every field loaded and no `pre_init`/`post_init` receiver; anything else is
+    """A model whose rows every decision reads: `from_db` puts the values into the instance's
+    `__dict__` in one update (in `_meta.concrete_fields` order, with the `_state` Django gives),
+    rather than through `__init__`, which sets each field one attribute at a time. Only for a
+    row with every field loaded and no `pre_init`/`post_init` receiver; anything else is
     Django's `from_db` itself.
     """
 
