@@ -28,10 +28,10 @@ class AgentsConfig(AppConfig):
         post_migrate.connect(_after_migrate, sender=self)
         from django.db.backends.signals import connection_created
 
-        from loopwarden.timestamps import fast_timestamps
+        from agents.db.timestamps import fast_timestamps
 
         # PostgreSQL timestamps parsed in C (Django's loader parses them in Python).
-        connection_created.connect(fast_timestamps, dispatch_uid="loopwarden.timestamps")
+        connection_created.connect(fast_timestamps, dispatch_uid="agents.db.timestamps")
         from agents.services import catalog
 
         # A changed price or tool policy is seen by every worker at its next decision.

@@ -15,10 +15,10 @@ from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.core.validators import MinValueValidator
 from django.db import connections, models, transaction
-from django.db.models import Q, signals
-from django.db.models.base import ModelState
+from django.db.models import Q
 
-from agents.domains import BigCount, Count, Money, MoneyField, PhaseNumber, TaskState
+from agents.db.domains import BigCount, Count, Money, MoneyField, PhaseNumber, TaskState
+from agents.db.read_often import ReadOften
 from agents.guard import terms
 from agents.guard.limits import PROFILE_DEFAULTS
 
@@ -45,40 +45,6 @@ class MinuteOf(models.Func):
         # No ", " in it: Django's SQLite introspection splits a table's SQL on ", " to find
         # its columns, and a column defined with one would break it.
         return self.as_sql(compiler, connection, template="substr(%(expressions)s,1,16)", **extra)
-
-
-class ReadOften(models.Model):
-    """A model whose rows every decision reads (the token, the agent, the task, its calls):
-    `from_db` builds a row from the database without `Model.__init__`.
-
-    Django's `from_db` calls `cls(*values)`, whose `__init__` walks every field to set it one
-    attribute at a time; here the values go into the instance's `__dict__` in one update, in the
-    same order (`_meta.concrete_fields`), with the same `_state` (not adding, from `db`). Only for
-    a row with every field loaded and no `pre_init`/`post_init` receiver; anything else is
-    Django's `from_db` itself.
-    """
-
-    class Meta:
-        abstract = True
-
-    @classmethod
-    def from_db(cls, db, field_names, values):
-        attnames = cls.__dict__.get("_read_often_attnames")
-        if attnames is None:
-            attnames = tuple(f.attname for f in cls._meta.concrete_fields)
-            cls._read_often_attnames = attnames
-        if (
-            len(values) != len(attnames)
-            or signals.pre_init.has_listeners(cls)
-            or signals.post_init.has_listeners(cls)
-        ):
-            return super().from_db(db, field_names, values)
-        new = cls.__new__(cls)
-        new.__dict__.update(zip(attnames, values, strict=True))
-        state = new._state = ModelState()
-        state.adding = False
-        state.db = db
-        return new
 
 
 class ProfileQuerySet(models.QuerySet):
@@ -399,7 +365,7 @@ class RequestAnswer(models.Model):
     task = models.ForeignKey(
         Task, on_delete=models.CASCADE, related_name="request_answers", db_index=False
     )
-    # Text, not a bounded column: an id in a report arrives encoded (agents.storable).
+    # Text, not a bounded column: an id in a report arrives encoded (agents.db.storable).
     request_id = models.TextField()
     digest = models.CharField(max_length=64)
     answer = models.JSONField()

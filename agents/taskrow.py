@@ -11,9 +11,9 @@ Lock order, everywhere a transaction takes more than one row lock:
        of its `FOR ... OF` list),
     2. then the ledger's operation row (`ledger.services.operation_lock`, a
        `select_for_update` of the operation, or an UPDATE of it: a claim or a settle),
-    3. then the agent's day row (`agents.services.common.move_day_money`, or
+    3. then the agent's day row (`agents.db.day_money.move_day_money`, or
        `move_day_money_later`, whose upsert goes in the decision's closing statement with the
-       trace row and the task row's update: `agents.prepared.writes_together`; every row that
+       trace row and the task row's update: `agents.db.prepared.writes_together`; every row that
        statement writes besides the day row is already locked, so the day row is still last).
 
 Never an operation before its task: an event or trace row that references the task waits for
@@ -38,6 +38,7 @@ from django.db import connections, models
 from django.db.models import F, Field, OuterRef, Q, Subquery
 from django.utils.functional import cached_property
 
+from agents.db.prepared import Prepared, save_columns
 from agents.errors import NotFound
 from agents.guard import core, terms
 from agents.models import (
@@ -49,7 +50,6 @@ from agents.models import (
     Task,
     ToolCall,
 )
-from agents.prepared import Prepared, save_columns
 
 SNAPSHOT_FIELDS = (
     "model_calls", "tool_requests", "tool_executions", "retries", "polls", "tokens_used",
@@ -160,7 +160,7 @@ def _settle_claim(owner: Owner, agent: Agent, row: Any) -> None:
 
 
 # The lock of an agent's task, the lock without an agent (operators, sweeps) and the lock of
-# a task with one of its calls: fixed shapes, compiled once per connection (agents.prepared).
+# a task with one of its calls: fixed shapes, compiled once per connection (agents.db.prepared).
 _LOCK_OWN = {
     by_token: Prepared(
         lambda task, **owner: _as_get(_owned(_lock_query(), "agent", owner).filter(pk=task)),
@@ -399,10 +399,8 @@ def _snapshot(values: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
 
 
 def _copied(value: Any) -> Any:
-    """A JSON column's value copied so that a change made in place cannot reach the copy
-    (marshal's round trip, several times cheaper than copying it in Python, as a decision did
-    on every JSON column). The other columns hold immutable values (str, numbers, Decimal,
-    datetime, UUID) and are not copied."""
+    """A JSON column's value copied (marshal's round trip) so that a change made in place
+    cannot reach the copy. The other columns hold immutable values and are not copied."""
     try:
         return marshal.loads(marshal.dumps(value))
     except ValueError:  # not JSON's types (set by code, not read from the row)

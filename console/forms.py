@@ -16,7 +16,7 @@ from typing import Any, cast
 from django import forms
 from django.conf import settings
 
-from agents import storable
+from agents.db import storable
 from agents.guard import terms
 from agents.guard.limits import CHOICES
 from agents.models import Agent

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.db.models import F
 
-from agents import storable
+from agents.db import storable
 from agents.guard import terms
 from agents.guard.model import note_plan
 from agents.guard.transitions import restart_streak

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_htmx.http import HttpResponseClientRefresh
 
-from agents import storable
+from agents.db import storable
 from agents.errors import DomainError
 from agents.guard import core, terms
 from agents.guard.report import resume_condition

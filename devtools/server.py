@@ -27,10 +27,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.api.auth import TokenCheckedByLock, claim_of
+from agents.db.day_money import day_upsert
+from agents.db.prepared import hot_cursor
 from agents.errors import BadInput, NotFound
 from agents.models import Agent, ApiToken, ModelCall, Task
-from agents.prepared import hot_cursor
-from agents.services.common import day_upsert
 from loopwarden.env import env_bool
 
 

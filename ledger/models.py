@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from agents.domains import Count, OperationState
+from agents.db.domains import Count, OperationState
 from agents.guard import terms
 
 VERDICT_CHOICES = [

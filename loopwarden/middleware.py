@@ -17,8 +17,8 @@ from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils.log import log_response
 
-from agents import storable
 from agents.api.errors import body_timeout, body_too_large
+from agents.db import storable
 from agents.errors import error_body
 
 _security_log = logging.getLogger("django.security.DisallowedHost")

@@ -203,7 +203,7 @@ def _database() -> dict:
             "as in postgres://user:password@host:5432/dbname"
         )
     elif DB_PREPARED_STATEMENTS:
-        # The hot path's prepared statements (agents.prepared.hot_cursor) are fixed-shape
+        # The hot path's prepared statements (agents.db.prepared.hot_cursor) are fixed-shape
         # lookups and writes by key: one generic plan each, made once per connection, rather
         # than a plan made again at every execution. Only prepared statements are concerned,
         # and nothing else prepares (Django's default): a startup option, no statement sent.
@@ -217,7 +217,7 @@ def _without_password(url: str) -> str:
 
 
 # PostgreSQL with persistent connections (DB_CONN_MAX_AGE not 0): the guard's hot-path
-# statements run as prepared statements (agents.prepared.hot_cursor). Off behind a pooler that
+# statements run as prepared statements (agents.db.prepared.hot_cursor). Off behind a pooler that
 # cannot keep them (PgBouncer in transaction mode before 1.21).
 DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 DATABASES = {"default": _database()}

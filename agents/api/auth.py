@@ -17,13 +17,13 @@ from django import db
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from agents.db.prepared import Prepared
 from agents.errors import Forbidden
 from agents.models import Agent, ApiToken, hash_token
-from agents.prepared import Prepared
 from agents.taskrow import AgentClaim
 
 # The token lookup of every request: one indexed read joined with the token's agent and
-# user, compiled once per connection (agents.prepared).
+# user, compiled once per connection (agents.db.prepared).
 _TOKEN = Prepared(
     lambda key_hash: (
         ApiToken.objects.select_related("agent", "user")

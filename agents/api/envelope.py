@@ -33,7 +33,6 @@ from rest_framework.fields import (
     empty,
 )
 
-from agents import storable
 from agents.api.fields import (
     NOT_BLANK,
     AnyJSON,
@@ -43,6 +42,7 @@ from agents.api.fields import (
     StrictInt,
     StrictStr,
 )
+from agents.db import storable
 from agents.guard import keys
 from agents.text import blank
 

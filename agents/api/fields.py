@@ -14,7 +14,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from agents import storable
+from agents.db import storable
 from agents.guard import keys
 from agents.text import NOT_SPACE
 
@@ -47,7 +47,7 @@ class StrictInt(serializers.IntegerField):
 
 class SentMaxLengthValidator(MaxLengthValidator):
     """`max_length` counted on the text as sent: a report's text the database cannot hold
-    arrives here already encoded (`agents.storable`), several characters for each one sent."""
+    arrives here already encoded (`agents.db.storable`), several characters for each one sent."""
 
     def clean(self, x):
         return storable.sent_length(x)

@@ -4,7 +4,7 @@ Size is bounded before this runs (`DATA_UPLOAD_MAX_MEMORY_SIZE`, set from
 `LOOPWARDEN_MAX_BODY_BYTES`; the exception handler answers 413). Depth is bounded here, before
 anything downstream (serializers, the fingerprint, the JSON encoder of the database driver)
 walks the body recursively. Text the database cannot hold is refused here, or encoded when the
-view records reports (see `agents.storable`): no endpoint checks it on its own.
+view records reports (see `agents.db.storable`): no endpoint checks it on its own.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
 
-from agents import storable
+from agents.db import storable
 from agents.errors import BadInput
 
 

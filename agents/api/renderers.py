@@ -1,6 +1,6 @@
 """The one JSON renderer of the API: reported text comes back out exactly as it went in.
 
-Strings stored encoded (see `agents.storable`) are decoded here, so a REUSE answer, a trace or
+Strings stored encoded (see `agents.db.storable`) are decoded here, so a REUSE answer, a trace or
 an operation shows what the agent reported. A decoded lone surrogate cannot be written as
 UTF-8: such an answer is written with ASCII escapes (`\\ud800`), which is the same JSON.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rest_framework.renderers import JSONRenderer
 
-from agents import storable
+from agents.db import storable
 
 
 class FaithfulJSONRenderer(JSONRenderer):

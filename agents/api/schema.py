@@ -15,11 +15,11 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 
 from agents.api.fields import NOT_BLANK, AnyJSON, JSONObject, StrictStr
+from agents.db.storable import NUL
 from agents.guard import keys
-from agents.storable import NUL
 from agents.text import SPACE_CHARS
 
-# Text the database can hold (agents.storable): what a body that is not a report may carry,
+# Text the database can hold (agents.db.storable): what a body that is not a report may carry,
 # keys of its objects included; a required text also holds a non-space character. The
 # patterns name NUL only: a lone surrogate cannot be sent as UTF-8 at all (only as a JSON
 # escape), and a pattern holding the surrogate range is one schemathesis cannot generate

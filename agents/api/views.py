@@ -171,7 +171,7 @@ class ModelCallGate(TokenCheckedByLock, APIView):
 
 class ModelCallUsage(TokenCheckedByLock, APIView):
     # The money was spent: the report is recorded even with text the database cannot hold
-    # (stored encoded, see agents.storable), never refused for it.
+    # (stored encoded, see agents.db.storable), never refused for it.
     records_reports = True
 
     @extend_schema(
@@ -226,7 +226,7 @@ class ToolCallRequest(TokenCheckedByLock, APIView):
 
 class ToolCallResult(TokenCheckedByLock, APIView):
     # The tool ran: a committed write must reach the ledger, so the result is recorded even
-    # with text the database cannot hold (stored encoded, see agents.storable).
+    # with text the database cannot hold (stored encoded, see agents.db.storable).
     records_reports = True
 
     @extend_schema(

@@ -2,7 +2,7 @@
 
 PostgreSQL plans a table's CHECK constraints again for every statement that writes the table,
 and the task table had fourteen: each decision's UPDATE of the task paid about 40 us for them,
-a third of the statement (see `agents.domains`). A domain's check is planned once per
+a third of the statement (see `agents.db.domains`). A domain's check is planned once per
 connection. So on PostgreSQL the counts, the task's phase, state and money, and the agent day's
 money of the task, model call, tool call and agent day tables are of the domains `lw_count`,
 `lw_bigcount`, `lw_phase`, `lw_money` and `lw_task_state`, and the table constraints that held
@@ -22,15 +22,15 @@ On SQLite, which has no domains, the same rules are the columns' CHECKs (the tab
 by Django, as for any changed column); `task_running_has_no_reason`, a rule over two columns,
 stays a table constraint on both.
 
-The SQL is written out here, frozen like the rest of a migration; `tests/api/test_domains.py`
-compares the database's domains with `agents.domains`.
+The SQL is written out here, frozen like the rest of a migration; `tests/db/test_domains.py`
+compares the database's domains with `agents.db.domains`.
 """
 
 from decimal import Decimal
 
 from django.db import migrations
 
-import agents.domains
+import agents.db.domains
 
 DOMAINS = [  # name, base type, check
     ("lw_count", "integer", "VALUE >= 0"),
@@ -180,92 +180,92 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="agentday",
             name="reserved",
-            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+            field=agents.db.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
         ),
         migrations.AlterField(
             model_name="agentday",
             name="spent",
-            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+            field=agents.db.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="completion_tokens",
-            field=agents.domains.Count(blank=True, null=True),
+            field=agents.db.domains.Count(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="est_prompt_tokens",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="max_output_tokens",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="phase",
-            field=agents.domains.Count(),
+            field=agents.db.domains.Count(),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="prompt_tokens",
-            field=agents.domains.Count(blank=True, null=True),
+            field=agents.db.domains.Count(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="reserved_tokens",
-            field=agents.domains.BigCount(default=0),
+            field=agents.db.domains.BigCount(default=0),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="round",
-            field=agents.domains.Count(blank=True, null=True),
+            field=agents.db.domains.Count(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="modelcall",
             name="seq",
-            field=agents.domains.Count(),
+            field=agents.db.domains.Count(),
         ),
         migrations.AlterField(
             model_name="task",
             name="cost_reserved",
-            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+            field=agents.db.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
         ),
         migrations.AlterField(
             model_name="task",
             name="cost_spent",
-            field=agents.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
+            field=agents.db.domains.Money(decimal_places=6, default=Decimal("0"), max_digits=14),
         ),
         migrations.AlterField(
             model_name="task",
             name="model_calls",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="phase",
-            field=agents.domains.PhaseNumber(default=1),
+            field=agents.db.domains.PhaseNumber(default=1),
         ),
         migrations.AlterField(
             model_name="task",
             name="polls",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="retries",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="stagnant",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="state",
-            field=agents.domains.TaskState(
+            field=agents.db.domains.TaskState(
                 choices=[
                     ("RUNNING", "RUNNING"),
                     ("COMPLETED", "COMPLETED"),
@@ -281,41 +281,41 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="task",
             name="tokens_reserved",
-            field=agents.domains.BigCount(default=0),
+            field=agents.db.domains.BigCount(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="tokens_used",
-            field=agents.domains.BigCount(default=0),
+            field=agents.db.domains.BigCount(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="tool_executions",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="tool_requests",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="task",
             name="trace_seq",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="toolcall",
             name="duration_ms",
-            field=agents.domains.Count(blank=True, null=True),
+            field=agents.db.domains.Count(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="toolcall",
             name="phase",
-            field=agents.domains.Count(),
+            field=agents.db.domains.Count(),
         ),
         migrations.AlterField(
             model_name="toolcall",
             name="seq",
-            field=agents.domains.Count(),
+            field=agents.db.domains.Count(),
         ),
     ]

@@ -3,7 +3,7 @@
 SQLite keeps a number with a fraction as a binary float: sums drifted in the last places
 (76.2829669999999 for 76.282967) and the in-place updates of an agent's day could leave a
 released reservation a hair below zero, which its CHECK refused (a usage report answered 500).
-Integers are exact everywhere; `agents.domains.MoneyField` turns them into Decimals to six
+Integers are exact everywhere; `agents.db.domains.MoneyField` turns them into Decimals to six
 places and back, so nothing above the models changes.
 
 PostgreSQL: the domain `lw_money` (numeric(14, 6), never negative) becomes `lw_money` over
@@ -12,15 +12,15 @@ are rewritten, under ACCESS EXCLUSIVE locks: migrate a large database in a quiet
 SQLite: each value is scaled, then each table is rebuilt with its columns' new types (Django's
 own rebuild of a changed column). Going back divides again.
 
-The SQL is written out here, frozen like the rest of a migration; `tests/api/test_domains.py`
-compares the database's domains with `agents.domains`.
+The SQL is written out here, frozen like the rest of a migration; `tests/db/test_domains.py`
+compares the database's domains with `agents.db.domains`.
 """
 
 from decimal import Decimal
 
 from django.db import migrations, models
 
-import agents.domains
+import agents.db.domains
 
 SCALE = 1_000_000
 
@@ -105,49 +105,49 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name="agent",
                     name="daily_cost_cap",
-                    field=agents.domains.MoneyField(
+                    field=agents.db.domains.MoneyField(
                         blank=True, decimal_places=6, max_digits=14, null=True
                     ),
                 ),
                 migrations.AlterField(
                     model_name="dailyrollup",
                     name="cost",
-                    field=agents.domains.MoneyField(
+                    field=agents.db.domains.MoneyField(
                         decimal_places=6, default=Decimal("0"), max_digits=14
                     ),
                 ),
                 migrations.AlterField(
                     model_name="limitprofile",
                     name="max_cost",
-                    field=agents.domains.MoneyField(
+                    field=agents.db.domains.MoneyField(
                         decimal_places=6, default=Decimal("5.00"), max_digits=14
                     ),
                 ),
                 migrations.AlterField(
                     model_name="modelcall",
                     name="cost",
-                    field=agents.domains.MoneyField(
+                    field=agents.db.domains.MoneyField(
                         blank=True, decimal_places=6, max_digits=14, null=True
                     ),
                 ),
                 migrations.AlterField(
                     model_name="modelcall",
                     name="reserved_cost",
-                    field=agents.domains.MoneyField(
+                    field=agents.db.domains.MoneyField(
                         decimal_places=6, default=Decimal("0"), max_digits=14
                     ),
                 ),
                 migrations.AlterField(
                     model_name="modelprice",
                     name="input_per_million",
-                    field=agents.domains.MoneyField(
+                    field=agents.db.domains.MoneyField(
                         decimal_places=6, default=Decimal("0"), max_digits=14
                     ),
                 ),
                 migrations.AlterField(
                     model_name="modelprice",
                     name="output_per_million",
-                    field=agents.domains.MoneyField(
+                    field=agents.db.domains.MoneyField(
                         decimal_places=6, default=Decimal("0"), max_digits=14
                     ),
                 ),

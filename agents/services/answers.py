@@ -21,10 +21,10 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import IntegrityError
 
+from agents.db.prepared import insert_row
 from agents.errors import AlreadyAnswered, Conflict
 from agents.guard import terms
 from agents.models import ModelCall, RequestAnswer, Task, ToolCall
-from agents.prepared import insert_row
 
 
 def _plain(value: Any) -> Any:

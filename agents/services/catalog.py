@@ -1,14 +1,12 @@
 """What admins rarely change and every decision reads (model prices, tool policies), kept in
 each process's memory.
 
-Why not Django's cache: the default cache is per process (LocMem), so an admin's change made
-through one worker would stay unseen by the others until a timeout; pointing every install at
-Redis for this would make the embedded default need it. Instead one `CatalogVersion` number is
-bumped in the transaction that changes a price or a policy (post_save / post_delete signals),
-and `agents.taskrow.lock_task` reads it in the same statement that locks the task row. A
-process whose copy is older reloads both tables (two statements, once per change), so every
-worker sees a change at its next decision, and a decision costs no statement for prices or
-policies.
+One `CatalogVersion` number (not Django's cache: see docs/BENCHMARKS.md, "Why the hot path
+is built this way") is bumped in the transaction that changes a price or a policy (post_save /
+post_delete signals), and `agents.taskrow.lock_task` reads it in the same statement that locks
+the task row. A process whose copy is older reloads both tables (two statements, once per
+change), so every worker sees a change at its next decision, and a decision costs no statement
+for prices or policies.
 
 Order matters for correctness: the version is read (with the lock) before the tables are
 loaded, so a copy is never older than the number it is filed under; a newer copy only means

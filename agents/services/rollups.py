@@ -16,7 +16,7 @@ from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from agents.domains import MoneyField
+from agents.db.domains import MoneyField
 from agents.guard import terms
 from agents.models import DailyRollup, ModelCall, ToolCall
 from agents.selectors import breaker_trips, day_bounds

@@ -16,20 +16,20 @@ from django.db import IntegrityError
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from agents import selectors, storable
+from agents import selectors
+from agents.db import storable
+from agents.db.day_money import move_day_money, move_day_money_later
+from agents.db.prepared import Prepared, decision_transaction, insert_row, save_columns
 from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
 from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
-from agents.prepared import Prepared, decision_transaction, insert_row, save_columns
 from agents.services import answers, catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
     catalog_of,
     cost_of,
     model_estimate,
-    move_day_money,
-    move_day_money_later,
     next_seq,
 )
 from agents.taskrow import (

@@ -19,9 +19,9 @@ from datetime import datetime
 from django.db import transaction
 from django.dispatch import Signal
 
+from agents.db.prepared import insert_row, update_rows
 from agents.guard import core, terms
 from agents.models import Event, Phase, Task
-from agents.prepared import insert_row, update_rows
 from agents.taskrow import apply_state, save_task
 from ledger.selectors import operations_of
 
@@ -46,7 +46,7 @@ def record_stop(
 
     Called inside the transaction that holds the task row lock. In a `decision_transaction`
     the phase's update, the event and the task row go to the database with the decision's
-    other closing writes (`agents.prepared.writes_together`).
+    other closing writes (`agents.db.prepared.writes_together`).
     """
     report = core.build_report(state, now, operations_of(task))
     apply_state(task, state)

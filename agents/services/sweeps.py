@@ -19,11 +19,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents import selectors
+from agents.db.day_money import move_day_money
 from agents.errors import NotFound
 from agents.guard import core, terms
 from agents.models import UNSETTLED, Event, ModelCall, Task
 from agents.services import hooks, stops
-from agents.services.common import move_day_money
 from agents.taskrow import apply_state, lock_task, release_execution, save_task, to_state
 from ledger import services as ledger
 from ledger.models import Operation

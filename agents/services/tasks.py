@@ -7,11 +7,11 @@ from typing import Any
 
 from django.utils import timezone
 
+from agents.db.prepared import decision_transaction, insert_row
 from agents.errors import Conflict, Forbidden, TriggerLoop
 from agents.guard import core, terms
 from agents.guard.limits import PROFILE_DEFAULTS
 from agents.models import Agent, Event, LimitProfile, Phase, Task
-from agents.prepared import decision_transaction, insert_row
 
 DEFAULT_PROFILE = "default"
 

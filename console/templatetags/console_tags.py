@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import template
 
-from agents import storable
+from agents.db import storable
 from agents.redaction import redact
 from agents.selectors import Redactor
 from console import words

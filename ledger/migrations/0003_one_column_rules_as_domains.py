@@ -12,7 +12,7 @@ import importlib
 
 from django.db import migrations
 
-import agents.domains
+import agents.db.domains
 
 # The helpers of the agents migration that made the task's rules domains (frozen with it).
 _agents = importlib.import_module("agents.migrations.0015_one_column_rules_as_domains")
@@ -43,22 +43,22 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="operation",
             name="attempts",
-            field=agents.domains.Count(default=1),
+            field=agents.db.domains.Count(default=1),
         ),
         migrations.AlterField(
             model_name="operation",
             name="claim_seq",
-            field=agents.domains.Count(blank=True, null=True),
+            field=agents.db.domains.Count(blank=True, null=True),
         ),
         migrations.AlterField(
             model_name="operation",
             name="reconcile_checks",
-            field=agents.domains.Count(default=0),
+            field=agents.db.domains.Count(default=0),
         ),
         migrations.AlterField(
             model_name="operation",
             name="state",
-            field=agents.domains.OperationState(
+            field=agents.db.domains.OperationState(
                 choices=[
                     ("IN_FLIGHT", "IN_FLIGHT"),
                     ("COMMITTED", "COMMITTED"),

@@ -25,7 +25,7 @@ from tests.api.helpers import evidence, finish, gate, new_task, report, request_
 # the result locks the call with the task and settles by one conditional UPDATE, and a usage
 # report locks its model call with the task. On PostgreSQL the writes that end a decision (the
 # trace row, the task row, the agent's day on a usage report) go as one statement
-# (`agents.prepared.writes_together`). See "What a decision does" in docs/BENCHMARKS.md.
+# (`agents.db.prepared.writes_together`). See "What a decision does" in docs/BENCHMARKS.md.
 #
 # A read's result on a task judging progress by novelty (no evidence) reads, besides: whether
 # the task saw the data's hash, and the key digests of the call's earlier result (which keys

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from agents import storable
+from agents.db import storable
 from agents.models import LimitProfile, ModelCall, SeenHash, ToolCall
 from ledger.models import Operation
 

@@ -26,8 +26,8 @@ def test_waits_on_a_held_write_back_off_so_a_long_lease_costs_few_requests(lw, u
     """Every ask is a tool request of the task's budget (docs/DESIGN.md counts it before the ledger
     answers WAIT): a client asking each second spent most of a 40-request budget on one
     120-second lease. The server's retry_after_ms is the least it waits; the waits double
-    from it, up to MAX_WAIT_SECONDS."""
-    from loopwarden_client._flows import MAX_WAIT_SECONDS
+    from it, up to the retry policy's max_wait_seconds."""
+    most = lw.retry.max_wait_seconds
 
     args = {"invoice": unique, "amount": "1.00"}
     holder = lw.create_task("holds the payment")["id"]
@@ -41,5 +41,5 @@ def test_waits_on_a_held_write_back_off_so_a_long_lease_costs_few_requests(lw, u
                      operation_key=f"pay-{unique}")  # fmt: skip
 
     assert outcome["code"] == "OPERATION_IN_FLIGHT"
-    assert slept == [1.0, 2.0, 4.0, 8.0, MAX_WAIT_SECONDS, MAX_WAIT_SECONDS]
+    assert slept == [1.0, 2.0, 4.0, 8.0, most, most]
     assert lw.get_task(waiting)["usage"]["tool_requests"] == 7

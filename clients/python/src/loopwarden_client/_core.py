@@ -8,11 +8,9 @@ the flows. Nothing here is public API: import from `loopwarden_client`.
 
 from __future__ import annotations
 
-import email.utils
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -25,18 +23,11 @@ from loopwarden_client.types import JSON, STOP, check_evidence, drop_none
 # Called with (endpoint name, request body, response body) for every answer carrying a decision.
 DecisionHook = Callable[[str, JSON, JSON], None]
 
-DEFAULT_WAIT_MS = 1000  # when a WAIT forgets to say how long
 # Seconds the client waits on the server: longer than the server's own longest wait (the
 # embedded database's lock wait, 20 s, after which it answers 503 with Retry-After), so an
 # answer is heard rather than the request abandoned while the server still works on it.
 DEFAULT_TIMEOUT_SECONDS = 30.0
 USER_AGENT = f"loopwarden-client/{VERSION}"
-THROTTLED = "THROTTLED"
-# Refusals made before anything was decided, so sending the request again is safe: (status, code).
-# OPERATION_CONTENDED: racing claims of one operation key did not settle, each try rolled back.
-RESENDABLE = {(429, THROTTLED), (503, "DATABASE_UNAVAILABLE"), (409, "OPERATION_CONTENDED")}
-RESENDABLE_STATUSES = frozenset(status for status, _ in RESENDABLE)  # the body is read for these
-MAX_THROTTLE_SECONDS = 60.0  # a Retry-After longer than this is not slept out: it is raised
 
 
 # -- requests and answers ----------------------------------------------------------------------
@@ -55,7 +46,7 @@ class Request:
     stop_raises: bool = False  # a guard endpoint: STOP becomes TaskStopped
     # A decision (a gate, a tool request, their reports, a finish): each send of it carries a
     # `request_id` of its own, kept when it is sent again, so a resend whose first answer was
-    # lost is answered that answer and counts nothing (`_flows.send_flow`).
+    # lost is answered that answer and counts nothing (`_retry.RetryPolicy`).
     decision: bool = False
     items: str | None = None  # a list endpoint: the key holding the items, if wrapped
     # A paginated endpoint: the keys whose lists go on in the page its `next` link names; the
@@ -134,45 +125,6 @@ def parse_response(
         if request.stop_raises and body["decision"] == STOP:
             raise TaskStopped(body.get("report"), task_id=request.task_id)
     return body
-
-
-def throttle_delay(response: httpx.Response, tries: int, max_tries: int) -> float | None:
-    """Seconds to wait before sending a throttled request again, or None to read the answer.
-
-    A 429 `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` (the server rolled the request back) or a
-    409 `OPERATION_CONTENDED` (racing claims of the key did not settle) was refused before
-    anything was decided, so sending it again is safe; it is honoured like a WAIT (1 s without
-    a Retry-After). Any other 429 (`TRIGGER_LOOP`: the guard's verdict on a looping workflow) is an
-    answer, never retried. Past `max_tries`, or a wait longer than `MAX_THROTTLE_SECONDS`, the
-    refusal is raised as a `LoopwardenError`.
-    """
-    status = response.status_code
-    if status not in RESENDABLE_STATUSES or tries >= max_tries:
-        return None
-    if (status, error_from_response(response).code) not in RESENDABLE:
-        return None
-    delay = retry_after_seconds(response.headers.get("Retry-After"))
-    if delay is None:
-        delay = DEFAULT_WAIT_MS / 1000
-    return delay if delay <= MAX_THROTTLE_SECONDS else None
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """A Retry-After header (delta-seconds or an HTTP date) in seconds, or None if unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def http_options(base_url: str, token: str, timeout: float) -> JSON:

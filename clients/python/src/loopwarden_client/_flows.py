@@ -13,7 +13,6 @@ import contextlib
 import inspect as _inspect
 import sys
 import time
-import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, replace
@@ -24,14 +23,13 @@ from typing import Any, TypeVar
 import httpx
 
 from loopwarden_client._core import (
-    DEFAULT_WAIT_MS,
     REQUESTS,
     DecisionHook,
     Request,
     parse_response,
-    throttle_delay,
     unwrap_items,
 )
+from loopwarden_client._retry import DEFAULT_RETRY, RetryPolicy
 from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.types import (
     BLOCK,
@@ -105,11 +103,6 @@ class _Steps:
         return False
 
 
-# The longest a client waits between two asks while another call holds a write: the waits
-# double from the server's retry_after_ms up to this (each ask counts as a tool request).
-MAX_WAIT_SECONDS = 15.0
-
-
 def drive(flow: Flow[T], send: Send, sleep: Callable[[float], None]) -> T:
     """Run a flow synchronously; a step's exception is thrown back into the flow."""
     steps = _Steps(flow)
@@ -174,21 +167,17 @@ async def _aperform(
     return await reply if _inspect.isawaitable(reply) else reply
 
 
-def send_flow(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
+def send_flow(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -> Flow[Any]:
     """One request as the clients send it: the driver's `send` transmits it and hands back the
-    HTTP response; a refusal the server rolled back (`throttle_delay`) is sent again after its
-    Retry-After, and a connection that could not be made (`UNSENT`) after a short wait, up to
-    `max_tries` sends. A decision (`request.decision`) goes with a `request_id`, the same on
-    every send of it, and is sent again the same way on any lost answer too (a dropped
-    connection, a read timeout, a 503 after the server acted): the server answers a repeat
-    its first answer and counts nothing. The answer is read by `parse_response`. A paginated request
-    (`request.pages`) follows every `next` link and answers every page's items together."""
+    HTTP response, sent again as long as `retry` says so (a refusal the server rolled back, a
+    connection never made, a decision's lost answer), and read by `parse_response`. A paginated
+    request (`request.pages`) follows every `next` link and answers every page's items together."""
     if not request.pages:
-        return (yield from _sent(request, max_tries, hook))
+        return (yield from _sent(request, retry, hook))
     page = replace(request, items=None)
     whole: dict[str, Any] = {}
     while True:
-        body = yield from _sent(page, max_tries, hook)
+        body = yield from _sent(page, retry, hook)
         if not isinstance(body, dict):
             raise LoopwardenError(200, "BAD_RESPONSE", f"expected a page of {request.pages}")
         for key, value in body.items():
@@ -205,39 +194,21 @@ def send_flow(request: Request, max_tries: int, hook: DecisionHook | None) -> Fl
     return whole
 
 
-# A connection that could not be made: the request never reached the server, so sending it
-# again is safe whatever it is (a server restarting, a load balancer between two backends).
-# Tried again after 0.5 s, doubling, within the same `max_tries` as a throttled request.
-UNSENT = (httpx.ConnectError, httpx.ConnectTimeout)
-FIRST_RECONNECT_SECONDS = 0.5
-
-
-def _sent(request: Request, max_tries: int, hook: DecisionHook | None) -> Flow[Any]:
-    sent, tries = identified(request), 1
+def _sent(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -> Flow[Any]:
+    sent, tries = retry.identified(request), 1
     while True:
         try:
             response = yield sent
         except httpx.TransportError as exc:
-            # Sent again when it never left, or, for a decision, whatever became of it: its
-            # request_id has the server answer a repeat the first answer, counting nothing.
-            if tries >= max_tries or not (isinstance(exc, UNSENT) or request.decision):
+            delay = retry.after_lost(exc, request, tries)
+            if delay is None:
                 raise
-            yield Sleep(FIRST_RECONNECT_SECONDS * 2 ** (tries - 1))
-            tries += 1
-            continue
-        delay = throttle_delay(response, tries, max_tries)
-        if delay is None:
-            return parse_response(request, response, hook)
+        else:
+            delay = retry.after_refusal(response, tries)
+            if delay is None:
+                return parse_response(request, response, hook)
         yield Sleep(delay)
         tries += 1
-
-
-def identified(request: Request) -> Request:
-    """A decision with a `request_id` of its own (a new one for every send of the flow, so a
-    second ask after a WAIT is a request of its own); any other request as it is."""
-    if not request.decision or "request_id" in (request.body or {}):
-        return request
-    return replace(request, body={**(request.body or {}), "request_id": uuid.uuid4().hex})
 
 
 def describe(exc: BaseException) -> str:
@@ -257,6 +228,7 @@ def tool_flow(
     model_call: int | None,
     inspect: Callable[[Any], Any] | None,
     max_wait_tries: int,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> Flow[ToolOutcome]:
     """Request, honour WAIT, execute on EXECUTE, report; return the tool message and decision.
 
@@ -276,7 +248,8 @@ def tool_flow(
     answer = yield request
     tries = 1
     while answer.get("decision") == WAIT:
-        if tries >= max_wait_tries:
+        delay = retry.before_asking_again(answer.get("retry_after_ms"), tries, max_wait_tries)
+        if delay is None:
             # Another call still holds the write; tell the model instead of waiting forever.
             message = {
                 "success": False,
@@ -285,8 +258,7 @@ def tool_flow(
                 "message": f"{tool} is still running elsewhere under {operation_key}.",
             }
             return ToolOutcome(message, WAIT)
-        least = (answer.get("retry_after_ms") or DEFAULT_WAIT_MS) / 1000
-        yield Sleep(max(least, min(least * 2 ** (tries - 1), MAX_WAIT_SECONDS)))
+        yield Sleep(delay)
         answer = yield request
         tries += 1
 
@@ -400,6 +372,7 @@ def run_flow(
     est_prompt_tokens: int | None = None,
     max_output_tokens: int | None = None,
     max_wait_tries: int = 30,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> Flow[JSON]:
     """The agent loop of `run` and `arun`; returns the task JSON however it ends."""
     gate = {
@@ -445,6 +418,7 @@ def run_flow(
                     model_call=model_call,
                     inspect=partial(inspect, name, args) if inspect is not None else None,
                     max_wait_tries=max_wait_tries,
+                    retry=retry,
                 )
                 history.append(
                     {"role": "tool", "name": name, "args": args, "content": outcome.message}

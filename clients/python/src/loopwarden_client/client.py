@@ -41,6 +41,7 @@ from loopwarden_client._flows import (
     tool_flow,
     usage_flow,
 )
+from loopwarden_client._retry import RetryPolicy
 from loopwarden_client.types import JSON, ModelCall, Plan, ToolOutcome
 
 D = TypeVar("D")  # what a call answering a JSON object returns
@@ -51,10 +52,9 @@ A = TypeVar("A")  # ... any JSON
 class ClientOptions(TypedDict, total=False):
     """What both clients take beside the URL, the token, the transport and the sleep: the HTTP
     `timeout` in seconds (30), `on_decision(endpoint, request, answer)`, called with every guard
-    decision, and `max_throttle_tries` (5), the sends of one request refused with a 429
-    `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED`, each after its
-    Retry-After, or whose connection could not be made (or, for a decision, whose answer was
-    lost)."""
+    decision, and `max_throttle_tries` (5), the sends of one request that the retry policy
+    sends again (`_retry.RetryPolicy`: a refusal made before anything was decided, a
+    connection never made, a decision's lost answer)."""
 
     timeout: float
     on_decision: DecisionHook | None
@@ -79,10 +79,14 @@ class _Shell(Api[D, L, A]):
         self._http = http(transport=transport, **http_options(base_url, token, timeout))
         self.on_decision = on_decision
         self._sleep = sleep
-        self.max_throttle_tries = max_throttle_tries
+        self.retry = RetryPolicy(max_tries=max_throttle_tries)
+
+    @property
+    def max_throttle_tries(self) -> int:
+        return self.retry.max_tries
 
     def _sending(self, request: Request) -> Flow[Any]:
-        return send_flow(request, self.max_throttle_tries, self.on_decision)
+        return send_flow(request, self.retry, self.on_decision)
 
     def _transmit(self, request: Request) -> Any:
         """The HTTP response (a coroutine of it, for the async client)."""
@@ -94,15 +98,11 @@ class _Shell(Api[D, L, A]):
 class Client(_Shell[JSON, list[JSON], Any]):
     """Synchronous client. `on_decision(endpoint, request, answer)` sees every guard decision.
 
-    A 429 `THROTTLED`, a 503 `DATABASE_UNAVAILABLE` or a 409 `OPERATION_CONTENDED` (nothing was
-    decided) is sent again after its Retry-After, and a connection that could not be made
-    (`httpx.ConnectError`, `ConnectTimeout`: the request never left) after 0.5 s, doubling, up
-    to `max_throttle_tries` sends (`options`: see `ClientOptions`). Every decision (a gate, a
-    tool request, a usage or result report, a finish) carries a `request_id` of its own, and
-    one whose answer was lost (a read timeout, a connection dropped mid-answer, a 503 after
-    the server acted) is sent again the same way under that id: the server answers the
-    repeat with the first answer and counts nothing. Any other request's lost answer is
-    raised: the server may have acted on it.
+    A refused request, a connection never made and a decision whose answer was lost are sent
+    again as `self.retry` (a `RetryPolicy`) says, up to `max_throttle_tries` sends (`options`:
+    see `ClientOptions`). Every decision carries a `request_id` of its own, so the server
+    answers a repeat with the first answer and counts nothing; any other request's lost answer
+    is raised: the server may have acted on it.
     """
 
     def __init__(
@@ -312,6 +312,7 @@ class _SessionBase(Generic[C, R, M]):
             model_call=model_call if model_call is not None else self.last_model_call,
             inspect=inspect,
             max_wait_tries=self.max_wait_tries,
+            retry=self.client.retry,
         )
         if outcome.report is not None:
             self.report = outcome.report
@@ -423,7 +424,8 @@ def run(
     (agent_stop) rather than left running. `options`: see `RunOptions`.
     """
     refuse_async(plan, execute, inspect)
-    return drive(run_flow(str(task_id), plan, execute, inspect, **options), client._send, sleep)
+    flow = run_flow(str(task_id), plan, execute, inspect, retry=client.retry, **options)
+    return drive(flow, client._send, sleep)
 
 
 async def arun(
@@ -437,5 +439,5 @@ async def arun(
     **options: Unpack[RunOptions],
 ) -> JSON:
     """`run` for `AsyncClient`; `plan`, `execute` and `inspect` may be sync or async."""
-    flow = run_flow(str(task_id), plan, execute, inspect, **options)
+    flow = run_flow(str(task_id), plan, execute, inspect, retry=client.retry, **options)
     return await adrive(flow, client._send, sleep)

@@ -1,15 +1,12 @@
 """Fixed-shape queries of the decision hot path, compiled once per database connection.
 
-Django compiles a queryset's SQL again on every evaluation: for the joined token lookup and the
-task lock (a join, a subquery annotation, `FOR NO KEY UPDATE OF`) that compiling cost more
-than the statement's round trip. A `Prepared` query is built and compiled once per connection
-with marker values in its parameter slots, and then run with each request's values put in
-those slots: the statement sent is the very SQL the queryset compiles (a test compares them),
-rows come back as the queryset's model instances (related rows and annotations included), and
-the statement goes through the connection's cursor like any other (execute wrappers, query
-logging and statement counts see it).
+Django compiles a queryset's SQL again on every evaluation, which for the token lookup and the
+task lock cost more than the statement itself. A `Prepared` query is compiled once per
+connection with marker values in its parameter slots and then run with each request's values
+in those slots: the very SQL the queryset compiles (a test compares them), rows as the
+queryset's model instances, through the connection's cursor like any other statement.
 
-Below the models: it imports only Django (and `loopwarden.timestamps`' loader lookup).
+Below the models: it imports only Django (and `agents.db.timestamps`' loader lookup).
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from django.db.models.sql import InsertQuery, UpdateQuery
 from django.db.transaction import TransactionManagementError
 from django.utils.functional import cached_property
 
-from loopwarden.timestamps import timestamp_loader
+from agents.db.timestamps import timestamp_loader
 
 # psycopg prepares a statement only when its connection has a threshold; Django leaves it unset
 # (None: never). The hot path's cursors ask for preparing on every statement, so a threshold no
@@ -471,10 +468,6 @@ def writes_together(using: str = "default") -> Iterator[None]:
     order), inside the transaction that holds the rows' locks. An error leaves nothing
     pending: the transaction rolls back and the kept writes are dropped. Anywhere else (SQLite,
     or nested in another such block) it changes nothing.
-
-    (Sending the COMMIT in the same round trip, with psycopg's pipeline mode, was measured
-    and left out: the commit waits for the WAL flush either way, and the pipeline's own work
-    cost more CPU than the round trip it saved.)
     """
     connection = connections[using]
     batches = _BATCHES.__dict__.setdefault(using, [])

@@ -1,5 +1,5 @@
 """The one-column rules of the rows a decision writes: PostgreSQL domains there, the columns'
-CHECKs on SQLite, the same rules on both (`agents.domains`; migrations agents 0015, ledger
+CHECKs on SQLite, the same rules on both (`agents.db.domains`; migrations agents 0015, ledger
 0003 and agents 0016)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.apps import apps
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
-from agents import domains
+from agents.db import domains
 from agents.models import AgentDay, ModelCall, Task, ToolCall
 from ledger.models import Operation
 
@@ -101,7 +101,7 @@ def test_a_running_task_with_a_reason_is_still_refused(make_task):
 
 @pytest.mark.postgres
 def test_the_database_domains_are_the_code_s(on_postgres):
-    """A rule changed in `agents.domains` without a migration fails here: Django's migrations
+    """A rule changed in `agents.db.domains` without a migration fails here: Django's migrations
     do not see a domain's rule change by themselves."""
     with connection.cursor() as cursor:
         cursor.execute(

@@ -1,18 +1,12 @@
-"""PostgreSQL timestamps read at C speed: Django's own values, a quarter of the cost.
+"""PostgreSQL timestamps parsed in C, with Django's own values.
 
-Django (psycopg 3) reads every `timestamptz` column through its `BaseTzLoader`, a Python
-subclass of psycopg's Python loader; being a subclass, it keeps psycopg from using its C
-loader, and parsing a timestamp in Python costs about 6 us. A decision reads about five of them
-(the token, the agent, the task, the call): about 1% of a decision's Python time.
-
-`fast_timestamps` (connected to `connection_created`) gives each new PostgreSQL connection a
-subclass of the loader Django registered on it, whose `load` parses PostgreSQL's ISO text
-with `datetime.fromisoformat` (C) and then does exactly what Django's loader does with the
-result: the wall-clock time PostgreSQL printed (in the session's time zone, which Django sets
-to its own) with Django's time zone as its tzinfo (none when USE_TZ is off). Anything
-`fromisoformat` refuses (a BC date, a year past 9999, infinity, a non-ISO DateStyle) goes to
-Django's loader unchanged, so its errors are Django's too. The class keeps Django's
-`timezone` attribute, which Django's `create_cursor` compares (and `agents.prepared`).
+Django's `timestamptz` loader is a Python subclass of psycopg's, which keeps psycopg from using
+its C loader. `fast_timestamps` (connected to `connection_created`) gives each new PostgreSQL
+connection a subclass of the loader Django registered that parses with
+`datetime.fromisoformat` and then does what Django's loader does (the wall-clock time with
+Django's time zone as tzinfo, none when USE_TZ is off). Anything `fromisoformat` refuses goes
+to Django's loader unchanged, errors included. The class keeps Django's `timezone` attribute,
+which Django's `create_cursor` compares (and `agents.db.prepared`).
 """
 
 from __future__ import annotations

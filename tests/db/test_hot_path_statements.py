@@ -1,6 +1,6 @@
 """The hot path on PostgreSQL: its fixed-shape statements run as prepared statements on a
-persistent connection (`agents.prepared.hot_cursor`), and the writes that end a decision go as
-one statement (`agents.prepared.writes_together`), with the same rows and the same checks as
+persistent connection (`agents.db.prepared.hot_cursor`), and the writes that end a decision go as
+one statement (`agents.db.prepared.writes_together`), with the same rows and the same checks as
 when they are sent one by one."""
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from agents.guard import terms
-from agents.models import AgentDay, ModelCall, ModelPrice, Phase, Task, ToolCall
-from agents.prepared import (
+from agents.db.prepared import (
     hot_cursor,
     insert_row,
     save_columns,
@@ -21,6 +19,8 @@ from agents.prepared import (
     write_later,
     writes_together,
 )
+from agents.guard import terms
+from agents.models import AgentDay, ModelCall, ModelPrice, Phase, Task, ToolCall
 from agents.services import runner
 
 pytestmark = pytest.mark.postgres
@@ -217,7 +217,7 @@ def test_a_hot_cursor_is_djangos_wrapper(db, persistent):
 def test_a_failing_kept_write_commits_nothing_and_raises_djangos_error(agent_row, make_task):
     from django.db import IntegrityError
 
-    from agents.prepared import decision_transaction
+    from agents.db.prepared import decision_transaction
 
     task = make_task()
     ModelCall.objects.create(task=task, seq=1, phase=1, decision=terms.ALLOW, model="first")
@@ -235,7 +235,7 @@ def test_a_failing_kept_write_commits_nothing_and_raises_djangos_error(agent_row
 
 @pytest.mark.django_db(transaction=True)
 def test_a_kept_save_of_no_row_rolls_the_decision_back(agent_row, make_task):
-    from agents.prepared import decision_transaction
+    from agents.db.prepared import decision_transaction
 
     task = make_task()
     gone = Task.objects.get(pk=task.pk)

@@ -1,4 +1,4 @@
-"""PostgreSQL timestamps are read by `loopwarden.timestamps`' loader, with Django's values."""
+"""PostgreSQL timestamps are read by `agents.db.timestamps`' loader, with Django's values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from django.db import DataError, connection
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 
-from loopwarden.timestamps import timestamp_loader
+from agents.db.timestamps import timestamp_loader
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
 

@@ -1,4 +1,4 @@
-"""The hot path's prepared queries (agents.prepared) send exactly the SQL Django compiles for
+"""The hot path's prepared queries (agents.db.prepared) send exactly the SQL Django compiles for
 the same queryset with the same values, and read the same instances back."""
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def test_save_columns_sends_the_update_save_sends(agent_row, make_task):
     from django.db import DatabaseError, connection
     from django.test.utils import CaptureQueriesContext
 
+    from agents.db.prepared import save_columns
     from agents.models import Task
-    from agents.prepared import save_columns
 
     task = make_task()
     shapes = [
@@ -141,8 +141,8 @@ def test_an_expression_is_saved_by_djangos_save(agent_row, make_task):
     prepared save and insert fall back to `save`, which resolves it in the statement."""
     from django.db.models import F, Value
 
+    from agents.db.prepared import insert_row, save_columns
     from agents.models import Event, Task
-    from agents.prepared import insert_row, save_columns
 
     task = make_task()
     Task.objects.filter(pk=task.pk).update(model_calls=4)
@@ -242,8 +242,8 @@ def test_insert_row_sends_the_insert_save_sends(agent_row, make_task):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from agents.db.prepared import insert_row
     from agents.models import ModelCall
-    from agents.prepared import insert_row
 
     task = make_task()
 
@@ -276,7 +276,7 @@ def test_insert_row_leaves_a_field_with_its_own_placeholder_to_django(
     """A field that wraps its value in SQL of its own (`get_placeholder`) is inserted by
     Django's `save`, which asks the field for it; `insert_row` notes per model whether it has
     such a field, and the note must say so."""
-    from agents import prepared
+    from agents.db import prepared
     from agents.models import Event
 
     task = make_task()

@@ -1,4 +1,4 @@
-"""The encoding of reported text (agents.storable): exact, storable, unambiguous, iterative."""
+"""The encoding of reported text (agents.db.storable): exact, storable, unambiguous, iterative."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents import storable
+from agents.db import storable
 
 # Any code point, surrogates and NUL included, and the encoding's own prefix now and then.
 texts = st.one_of(

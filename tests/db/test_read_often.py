@@ -1,12 +1,13 @@
-"""The rows every decision reads are built without `Model.__init__` (`agents.models.ReadOften`),
-and are the rows Django would build."""
+"""The rows every decision reads are built without `Model.__init__`
+(`agents.db.read_often.ReadOften`), and are the rows Django would build."""
 
 from __future__ import annotations
 
 import pytest
 from django.db.models import Model, signals
 
-from agents.models import Agent, ApiToken, ModelCall, ReadOften, Task, ToolCall
+from agents.db.read_often import ReadOften
+from agents.models import Agent, ApiToken, ModelCall, Task, ToolCall
 
 pytestmark = pytest.mark.django_db
 

@@ -1,21 +1,14 @@
 """One-column rules of the rows a decision writes, kept by PostgreSQL as domains.
 
-PostgreSQL 15 reads a table's CHECK constraints from the catalog and plans them again for every
-statement that writes the table (`ExecRelCheck` parses each stored expression and prepares it,
-per statement), so the task table's fourteen checks cost each decision's UPDATE of the task
-about 40 us, a third of that statement (pgbench, one task row, 20,000 updates a run: 0.112 ms
-with them, 0.073 without, 0.075 with the same rules as domains), and were 8-12% of the PostgreSQL
-backend's CPU per decision (perf). A domain's check is planned once per connection (the type
-cache) and then only evaluated. So a column whose rule names only itself (a count is never
-negative, a task's state is one of the six) takes its rule from its type on PostgreSQL: the
-column is of the domain, and the table has no CHECK for it. On SQLite, which has no domains,
-the same rule is the column's CHECK, as before. Rules over several columns (a running task has
-no reason) stay table constraints.
+A column whose rule names only itself (a count is never negative, a task's state is one of the
+six) takes the rule from its type on PostgreSQL: a domain's check is planned once per
+connection, where a table CHECK is planned again by every write (figures: docs/BENCHMARKS.md,
+"Why the hot path is built this way"). On SQLite the same rule is the column's CHECK. Rules
+over several columns stay table constraints.
 
 Each field below names its `Domain`, the rule's one home: the migrations that create the
-domains copy their SQL (migrations are frozen), and `tests/api/test_domains.py` compares the
-domains in the database with these, so a rule changed here without a migration fails the
-suite. Django's migrations do not see a domain's rule change by themselves.
+domains copy its SQL (migrations are frozen), and `tests/db/test_domains.py` compares the
+database's domains with these, since Django's migrations do not see a domain's rule change.
 """
 
 from __future__ import annotations
