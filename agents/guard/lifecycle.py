@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from agents.guard.limits import COST_PLACES, decimal_places, largest
+from agents.guard.registry import GRANT_LIMITS
 from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
@@ -34,19 +35,6 @@ from agents.guard.transitions import (
 )
 
 STOP_REASONS = ("operator_stop", "agent_stop", "agent_paused")
-
-# A resume grant's dimension -> the limit it raises.
-GRANT_LIMITS: dict[str, str] = {
-    "model_calls": "max_model_calls",
-    "tool_requests": "max_tool_requests",
-    "tool_executions": "max_tool_executions",
-    "retries": "max_retries",
-    "polls": "max_polls",
-    "tokens": "max_tokens",
-    "cost": "max_cost",
-    "seconds": "deadline_seconds",
-}
-
 
 def finish(task: TaskState, evidence: Any, now: datetime) -> Outcome:
     """The agent says it is done. Only verified `done` evidence makes the task COMPLETED.

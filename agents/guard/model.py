@@ -12,6 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TypeGuard
 
+from agents.guard.registry import BY_NAME, used
 from agents.guard.similarity import lexical, text_similarity
 from agents.guard.terms import (
     ALLOW,
@@ -72,6 +73,12 @@ def reads_spent_today(daily_cap: Decimal | None) -> TypeGuard[Decimal]:
     return daily_cap is not None
 
 
+# What the gate counts against these budgets (taken plus reserved): the console's bars and the
+# report's `remaining` count the same, `registry.used`.
+_TOKENS = BY_NAME["max_tokens"]
+_COST = BY_NAME["max_cost"]
+
+
 def gate_model_call(
     task: TaskState, req: ModelCallRequest, agent: AgentView, now: datetime
 ) -> Outcome:
@@ -84,11 +91,11 @@ def gate_model_call(
     if task.model_calls >= limits.max_model_calls:
         return halt(task, PARTIAL, "model_budget")
     tokens = max(1, int(req.estimate_tokens))
-    if task.tokens_used + task.tokens_reserved + tokens > limits.max_tokens:
+    if used(_TOKENS, task) + tokens > limits.max_tokens:
         return halt(task, PARTIAL, "token_budget")
     # A negative estimate would release other calls' reservations; the gate never trusts it.
     estimate = max(Decimal("0"), to_decimal(req.estimate_cost))
-    if task.cost_spent + task.cost_reserved + estimate > to_decimal(limits.max_cost):
+    if used(_COST, task) + estimate > to_decimal(limits.max_cost):
         return halt(task, PARTIAL, "cost_budget")
     if reads_spent_today(agent.daily_cap) and to_decimal(agent.spent_today) + estimate > (
         to_decimal(agent.daily_cap)
