@@ -6,7 +6,7 @@ from django.conf import settings
 from django.shortcuts import render
 from django.urls import reverse
 
-from agents import selectors
+from agents import roles, selectors
 from agents.errors import DomainError
 from agents.services import signin
 from console import access
@@ -26,12 +26,12 @@ def _context(request, **extra) -> dict:
         "lockouts": selectors.signin_lockouts(),
         "failure_limit": settings.AXES_FAILURE_LIMIT,
         "lockout_minutes": settings.SIGNIN_LOCKOUT_MINUTES,
-        "can_unlock": request.user.has_perm(access.UNLOCK_SIGNIN),
+        "can_unlock": request.user.has_perm(roles.UNLOCK_SIGNIN),
         **extra,
     }
 
 
-@console_view(access.VIEW_SIGNIN_LOCKOUTS)
+@console_view(roles.VIEW_SIGNIN_LOCKOUTS)
 def signin_lockouts(request):
     return access.page(
         request,
@@ -41,7 +41,7 @@ def signin_lockouts(request):
     )
 
 
-@console_view(access.UNLOCK_SIGNIN, methods=("POST",))
+@console_view(roles.UNLOCK_SIGNIN, methods=("POST",))
 def signin_unlock(request):
     form = UnlockForm(request.POST)
     error = None

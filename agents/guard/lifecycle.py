@@ -36,6 +36,7 @@ from agents.guard.transitions import (
 
 STOP_REASONS = ("operator_stop", "agent_stop", "agent_paused")
 
+
 def finish(task: TaskState, evidence: Any, now: datetime) -> Outcome:
     """The agent says it is done. Only verified `done` evidence makes the task COMPLETED.
 

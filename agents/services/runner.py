@@ -20,7 +20,7 @@ from agents import selectors, storable
 from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
-from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
+from agents.models import Agent, Event, EventKind, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
 from agents.prepared import Prepared, decision_transaction, insert_row, save_columns
 from agents.services import answers, catalog, embeddings, hooks, stops
 from agents.services.common import (
@@ -438,7 +438,7 @@ def _tool_call_request_once(
             insert_row(call)
             if outcome.trigger:
                 Event.objects.create(
-                    task=task, agent=agent, kind="guard_trigger", phase=task.phase,
+                    task=task, agent=agent, kind=EventKind.GUARD_TRIGGER, phase=task.phase,
                     actor="system:guard", reason=outcome.trigger,
                     code=terms.REASON_CODES.get(outcome.trigger) or "",
                     detail={"decision": outcome.decision, "tool": tool,
@@ -631,7 +631,7 @@ def task_finish(
         outcome = core.finish(state, evidence, now)
         if outcome.stopped_now:
             insert_row(Event(
-                task=task, agent=agent, kind="finish_requested", phase=task.phase,
+                task=task, agent=agent, kind=EventKind.FINISH_REQUESTED, phase=task.phase,
                 actor=f"agent:{agent.name}", detail={"answer": answer, "evidence": evidence},
             ))  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
