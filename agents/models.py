@@ -435,6 +435,8 @@ class ModelCall(ReadOften):
     cost = MoneyField(null=True, blank=True)
     signature = models.CharField(max_length=64, blank=True)
     tool_calls = models.JSONField(null=True, blank=True)
+    # What the guard's loop rules counted when it decided (`terms.Outcome.marks`); null: none.
+    marks = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     settled_at = models.DateTimeField(null=True, blank=True)
     expired = models.BooleanField(default=False)  # reservation charged as reserved by the sweep
@@ -470,6 +472,8 @@ class ToolCall(ReadOften):
     call_id = models.CharField(max_length=200, blank=True)
     tool = models.CharField(max_length=200)
     args = models.JSONField(default=dict)
+    # What the guard's loop rules counted when it decided (`terms.Outcome.marks`); null: none.
+    marks = models.JSONField(null=True, blank=True)
     effect = models.CharField(max_length=5, choices=EFFECT_CHOICES)
     operation_key = models.CharField(max_length=300, blank=True)
     job_id = models.CharField(max_length=200, blank=True)

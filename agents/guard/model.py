@@ -121,12 +121,18 @@ def settle_usage(task: TaskState, usage: UsageReport, now: datetime) -> Outcome:
     task.tokens_used += max(0, int(usage.tokens))
     if task.terminal:
         return already_stopped(task)
-    if note_plan(task.signatures, usage.signature) == REPEATED_OUTPUT_RUN:
-        return halt(task, PARTIAL, "repeated_output")
-    threshold = task.limits.near_duplicate_threshold
-    if threshold is not None and _similar_output(task, usage, threshold):
-        return halt(task, PARTIAL, "repeated_output")
-    return Outcome(decision=CONTINUE)
+    run = note_plan(task.signatures, usage.signature)
+    marks: dict[str, int | str] | None = {"same_plan": run} if run > 1 else None
+    if run == REPEATED_OUTPUT_RUN:
+        outcome = halt(task, PARTIAL, "repeated_output")
+    else:
+        threshold = task.limits.near_duplicate_threshold
+        if threshold is not None and _similar_output(task, usage, threshold):
+            outcome = halt(task, PARTIAL, "repeated_output")
+        else:
+            outcome = Outcome(decision=CONTINUE)
+    outcome.marks = marks
+    return outcome
 
 
 def note_plan(signatures: list[str], signature: str) -> int:
@@ -135,9 +141,8 @@ def note_plan(signatures: list[str], signature: str) -> int:
     non-empty signatures the streak now ends with (0 for a turn without a tool call).
     REPEATED_OUTPUT_RUN of them is repeated output.
 
-    The rule itself: settle_usage counts with it, and the console's timeline replays a task's
-    usage reports through it (restarting the streak where the guard does, on verified progress
-    and on a status poll), so a "same plan" mark is the guard's count at that report.
+    The rule itself: settle_usage counts with it and marks the report's row with the count
+    (`Outcome.marks`, "same_plan"), which the console's timeline shows.
     """
     signatures.append(signature)
     del signatures[:-REPEATED_OUTPUT_RUN]

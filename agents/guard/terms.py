@@ -304,6 +304,11 @@ class Outcome:
     wait_ms: int | None = None  # CONTINUE after RETRYABLE / PENDING
     progress: bool = False
     trigger: str | None = None  # a guard rule that fired without stopping (e.g. same_call BLOCK)
+    # What the loop rules counted at this call, stored on its trace row for the console: a
+    # request's "repeat" (occurrences in the window, this one included), "rule"
+    # (the loop rule it trips) and "cycle" (the period of the cycle it completes); a usage
+    # report's "same_plan" (the repeated-output streak, when 2 or more). None: nothing to mark.
+    marks: dict[str, int | str] | None = None
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -216,8 +216,9 @@ def model_call_usage(
         call.signature = signature
         call.tool_calls = tool_calls
         call.settled_at = now
+        call.marks = outcome.marks
         save_columns(call, ["prompt_tokens", "completion_tokens", "cost", "signature",
-                            "tool_calls", "settled_at"])  # fmt: skip
+                            "tool_calls", "settled_at", "marks"])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
         answers.keep(task, request, answers.usage_answer(task, outcome))
     hooks.decision_logged(task, "usage", outcome, model_call=call)
@@ -417,6 +418,7 @@ def _tool_call_request_once(
                 decision=outcome.decision,
                 reason=outcome.reason or "",
                 operation=operation,
+                marks=outcome.marks,
             )
             if outcome.operation_state == terms.UNKNOWN and operation is not None:
                 ledger.lease_expire(operation, task=task, now=now, actor="system:guard")
