@@ -17,8 +17,10 @@ from agents.guard.registry import GRANT_LIMITS
 from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
+    GUARD_STOPPED,
     NEEDS_HUMAN,
     PARTIAL,
+    REASON_CODES,
     RUNNING,
     STOPPED,
     GuardError,
@@ -34,7 +36,8 @@ from agents.guard.transitions import (
     to_decimal,
 )
 
-STOP_REASONS = ("operator_stop", "agent_stop", "agent_paused")
+# The stops by a person or an agent: the reasons whose code is GUARD_STOPPED (never a trip).
+STOP_REASONS = tuple(reason for reason, code in REASON_CODES.items() if code == GUARD_STOPPED)
 
 
 def finish(task: TaskState, evidence: Any, now: datetime) -> Outcome:

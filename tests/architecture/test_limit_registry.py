@@ -37,6 +37,21 @@ def test_every_place_that_names_limits_names_every_limit_of_the_registry():
     assert set(ProfileForm(creating=True).fields) >= NAMES
 
 
+def test_the_design_table_lists_every_limit_with_its_default():
+    text = (ROOT / "docs" / "DESIGN.md").read_text()
+    section = text[text.index("## 5. Limits") : text.index("## 6.")]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in registry.BY_NAME:
+            rows[cells[0]] = cells[1]
+
+    assert rows == {
+        spec.name: "null" if spec.default is None else str(spec.default)
+        for spec in registry.LIMITS
+    }
+
+
 def test_every_grant_is_a_limits_grant_and_measured_where_it_is_shown():
     assert set(lifecycle.GRANT_LIMITS) == GRANTS
     assert set(report.BUDGET_GRANTS.values()) == GRANTS
