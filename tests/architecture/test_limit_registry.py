@@ -47,8 +47,7 @@ def test_the_design_table_lists_every_limit_with_its_default():
             rows[cells[0]] = cells[1]
 
     assert rows == {
-        spec.name: "null" if spec.default is None else str(spec.default)
-        for spec in registry.LIMITS
+        spec.name: "null" if spec.default is None else str(spec.default) for spec in registry.LIMITS
     }
 
 
