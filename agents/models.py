@@ -19,17 +19,29 @@ from django.db.models import Q
 
 from agents.db.domains import BigCount, Count, Money, MoneyField, PhaseNumber, TaskState
 from agents.db.read_often import ReadOften
-from agents.guard import terms
-from agents.guard.limits import PROFILE_DEFAULTS
+from agents.guard import registry, terms
 
 REASON_CHOICES = [(r, r) for r in terms.REASONS]
 DECISION_CHOICES = [(d, d) for d in terms.DECISIONS]
 EFFECT_CHOICES = [(terms.READ, terms.READ), (terms.WRITE, terms.WRITE)]
 
 
-# Every limit's default, defined once: the guard core's `Limits` (and, for the two
-# profile-only fields of the task creation rate, `PROFILE_DEFAULTS` beside it).
-DEFAULTS = terms.Limits()
+def limit_column(spec: registry.Limit) -> models.Field:
+    """A limit profile's column for a limit of the registry: its kind's type, its default,
+    its smallest value, its help."""
+    common: dict = {"default": spec.default, "help_text": spec.help_text}
+    if spec.minimum:
+        common["validators"] = [MinValueValidator(spec.minimum)]
+    if spec.kind == registry.MONEY:
+        return MoneyField(**common)
+    if spec.kind == registry.TOKENS:
+        return models.PositiveBigIntegerField(**common)
+    if spec.kind == registry.CHOICE:
+        choices = [(choice, choice) for choice in spec.choices]
+        return models.CharField(max_length=8, choices=choices, **common)
+    if spec.kind == registry.RATIO:
+        return models.FloatField(null=True, blank=True, **common)
+    return models.PositiveIntegerField(**common)
 
 
 class MinuteOf(models.Func):
@@ -79,49 +91,8 @@ class LimitProfile(models.Model):
 
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)
-    max_model_calls = models.PositiveIntegerField(default=DEFAULTS.max_model_calls)
-    max_tool_requests = models.PositiveIntegerField(default=DEFAULTS.max_tool_requests)
-    max_tool_executions = models.PositiveIntegerField(default=DEFAULTS.max_tool_executions)
-    max_same_call = models.PositiveIntegerField(
-        default=DEFAULTS.max_same_call, validators=[MinValueValidator(1)]
-    )
-    repeat_action = models.CharField(
-        max_length=8,
-        default=DEFAULTS.repeat_action,
-        choices=[("block", "block"), ("stop", "stop")],
-    )
-    max_cycle_period = models.PositiveIntegerField(default=DEFAULTS.max_cycle_period)
-    max_stagnant = models.PositiveIntegerField(
-        default=DEFAULTS.max_stagnant, validators=[MinValueValidator(1)]
-    )
-    max_retries = models.PositiveIntegerField(default=DEFAULTS.max_retries)
-    max_polls = models.PositiveIntegerField(default=DEFAULTS.max_polls)
-    deadline_seconds = models.PositiveIntegerField(
-        default=DEFAULTS.deadline_seconds, validators=[MinValueValidator(1)]
-    )
-    max_tokens = models.PositiveBigIntegerField(default=DEFAULTS.max_tokens)
-    max_cost = MoneyField(default=DEFAULTS.max_cost)
-    progress_mode = models.CharField(
-        max_length=8,
-        default=DEFAULTS.progress_mode,
-        choices=[("evidence", "evidence"), ("novelty", "novelty")],
-    )
-    near_duplicate_threshold = models.FloatField(null=True, blank=True)
-    lease_seconds = models.PositiveIntegerField(
-        default=DEFAULTS.lease_seconds, validators=[MinValueValidator(1)]
-    )
-    default_estimate_tokens = models.PositiveIntegerField(
-        default=DEFAULTS.default_estimate_tokens,
-        validators=[MinValueValidator(1)],
-        help_text="Tokens a model-call gate reserves when it carries no estimate and the "
-        "model's price row has no default.",
-    )
-    max_tasks_per_trigger = models.PositiveIntegerField(
-        default=PROFILE_DEFAULTS["max_tasks_per_trigger"]
-    )
-    trigger_window_seconds = models.PositiveIntegerField(
-        default=PROFILE_DEFAULTS["trigger_window_seconds"]
-    )
+    # One column per limit of the registry (`limit_column`).
+    locals().update({spec.name: limit_column(spec) for spec in registry.LIMITS})
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -430,6 +401,8 @@ class ModelCall(ReadOften):
     cost = MoneyField(null=True, blank=True)
     signature = models.CharField(max_length=64, blank=True)
     tool_calls = models.JSONField(null=True, blank=True)
+    # What the guard's loop rules counted when it decided (`terms.Outcome.marks`); null: none.
+    marks = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     settled_at = models.DateTimeField(null=True, blank=True)
     expired = models.BooleanField(default=False)  # reservation charged as reserved by the sweep
@@ -465,6 +438,8 @@ class ToolCall(ReadOften):
     call_id = models.CharField(max_length=200, blank=True)
     tool = models.CharField(max_length=200)
     args = models.JSONField(default=dict)
+    # What the guard's loop rules counted when it decided (`terms.Outcome.marks`); null: none.
+    marks = models.JSONField(null=True, blank=True)
     effect = models.CharField(max_length=5, choices=EFFECT_CHOICES)
     operation_key = models.CharField(max_length=300, blank=True)
     job_id = models.CharField(max_length=200, blank=True)
@@ -516,6 +491,37 @@ class ToolCall(ReadOften):
         constraints = [models.UniqueConstraint(fields=["task", "seq"], name="tool_call_seq")]
 
 
+class EventKind(models.TextChoices):
+    """What an event records; its label is the words the console shows for it."""
+
+    TASK_CREATED = "task_created", "created the task"
+    STOP_REQUESTED = "stop_requested", "asked to stop"
+    STOP_LABELLED = "stop_labelled", "labelled the stop"
+    TASK_STOPPED = "task_stopped", "task stopped"
+    TASK_COMPLETED = "task_completed", "task completed"
+    TASK_RESUMED = "task_resumed", "resumed the task"
+    LIMITS_CHANGED = "limits_changed", "changed the task's limits"
+    OPERATION_RECONCILED = "operation_reconciled", "reconciled an operation"
+    RECONCILE_NO_ANSWER = "reconcile_no_answer", "the reconciler gave no answer"
+    GUARD_TRIGGER = "guard_trigger", "guard triggered"
+    LEASE_EXPIRED = "lease_expired", "a write's lease expired"
+    RESERVATION_EXPIRED = "reservation_expired", "a model call's reservation expired"
+    LATE_RESULT = "late_result", "a late result arrived"
+    FINISH_REQUESTED = "finish_requested", "asked to finish"
+    TRIGGER_LOOP = "trigger_loop", "trigger loop refused"
+    AGENT_PAUSED = "agent_paused", "paused the agent"
+    AGENT_UNPAUSED = "agent_unpaused", "unpaused the agent"
+    PROFILE_CREATED = "profile_created", "created a limit profile"
+    PROFILE_CHANGED = "profile_changed", "changed a limit profile"
+    PROFILE_DELETED = "profile_deleted", "deleted a limit profile"
+    TOOL_POLICY_CHANGED = "tool_policy_changed", "changed a tool policy"
+    AGENT_PROFILES_CHANGED = "agent_profiles_changed", "changed the profiles an agent may use"
+    TOKEN_ISSUED = "token_issued", "issued an API token"
+    TOKEN_REVOKED = "token_revoked", "revoked an API token"
+    SIGNIN_LOCKED_OUT = "signin_locked_out", "locked out of sign-in"
+    SIGNIN_UNLOCKED = "signin_unlocked", "lifted a sign-in lockout"
+
+
 class Event(models.Model):
     """Append-only audit and trace log: guard triggers, stops, resumes, reconciliations."""
 
@@ -528,7 +534,7 @@ class Event(models.Model):
     operation = models.ForeignKey(
         "ledger.Operation", null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
     )
-    kind = models.CharField(max_length=40, db_index=True)
+    kind = models.CharField(max_length=40, db_index=True, choices=EventKind.choices)
     phase = models.PositiveIntegerField(null=True, blank=True)
     actor = models.CharField(max_length=150)  # "agent:<name>", "user:<username>", "system:<job>"
     actor_user = models.ForeignKey(

@@ -16,8 +16,8 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from agents import loop_eval
-from agents.guard import terms
-from agents.models import DailyRollup, Event, LimitProfile, Task
+from agents.guard import registry, terms
+from agents.models import DailyRollup, Event, EventKind, LimitProfile, Task
 from agents.selectors import breaker_trips, day_bounds, labelled_traces
 
 # Every breaker trip's code, in a stable order (CSV columns, table columns).
@@ -101,14 +101,12 @@ class ProfileSample:
         return self.ended >= MIN_SAMPLE
 
 
-# (LimitProfile field, how an ended task's usage of it is read)
-USAGE = (
-    ("max_model_calls", "model_calls"),
-    ("max_tool_requests", "tool_requests"),
-    ("max_tool_executions", "tool_executions"),
-    ("max_tokens", "tokens_used"),
-    ("max_cost", "cost_spent"),
-    ("deadline_seconds", None),  # wall time from creation to its end
+# (LimitProfile field, the task counter its usage is read from, None for the wall time from
+# creation to the end): the limits the advice weighs, from the registry.
+USAGE = tuple(
+    (spec.name, None if spec.usage == registry.CLOCK else spec.usage)
+    for spec in registry.LIMITS
+    if spec.advised
 )
 
 
@@ -176,7 +174,7 @@ def _suggestions(profile: LimitProfile, rows: list[tuple], fields: list[str]) ->
         top, most = p95(values), max(values)
         if top <= 0 or current <= top * LOOSE_FACTOR:
             continue
-        money = limit == "max_cost"
+        money = registry.BY_NAME[limit].kind == registry.MONEY
         low = _round_up(max(top * SUGGEST_LOW, most), money=money)
         high = max(_round_up(top * SUGGEST_HIGH, money=money), low)
         if low >= current:
@@ -211,7 +209,11 @@ def threshold_advice() -> ThresholdAdvice | None:
 
     Replaying costs a few hundred milliseconds, so the answer is cached until a label changes.
     """
-    latest = Event.objects.filter(kind="stop_labelled").order_by("-pk").values_list("pk", flat=True)
+    latest = (
+        Event.objects.filter(kind=EventKind.STOP_LABELLED)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+    )
     key = f"lw:threshold-advice:{latest.first() or 0}"
     cached = cache.get(key)
     if cached is not None:

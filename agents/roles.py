@@ -5,35 +5,61 @@ from __future__ import annotations
 OPERATORS = "operators"
 ADMINS = "admins"
 
+# Every permission the API and the console check, by name.
+VIEW_TASK = "agents.view_task"
+STOP_TASK = "agents.stop_task"
+RESUME_TASK = "agents.resume_task"
+CHANGE_TASK_LIMITS = "agents.change_task_limits"
+VIEW_OPERATION = "ledger.view_operation"
+RECONCILE = "ledger.reconcile_operation"
+VIEW_EVENT = "agents.view_event"
+VIEW_AGENT = "agents.view_agent"
+ADD_AGENT = "agents.add_agent"
+CHANGE_AGENT = "agents.change_agent"
+PAUSE_AGENT = "agents.pause_agent"  # the kill switch
+MANAGE_TOKENS = "agents.manage_tokens"
+VIEW_PROFILE = "agents.view_limitprofile"
+ADD_PROFILE = "agents.add_limitprofile"
+CHANGE_PROFILE = "agents.change_limitprofile"
+DELETE_PROFILE = "agents.delete_limitprofile"
+VIEW_TOOL_POLICY = "agents.view_toolpolicy"
+ADD_TOOL_POLICY = "agents.add_toolpolicy"
+CHANGE_TOOL_POLICY = "agents.change_toolpolicy"
+VIEW_MODEL_PRICE = "agents.view_modelprice"
+ADD_MODEL_PRICE = "agents.add_modelprice"
+CHANGE_MODEL_PRICE = "agents.change_modelprice"
+# Sign-in lockouts (django-axes' failure rows): see them, lift them.
+VIEW_SIGNIN_LOCKOUTS = "axes.view_accessattempt"
+UNLOCK_SIGNIN = "axes.delete_accessattempt"
+
 OPERATOR_PERMS = [
-    "agents.view_task",
-    "agents.stop_task",
-    "agents.resume_task",
-    "agents.view_agent",
+    VIEW_TASK,
+    STOP_TASK,
+    RESUME_TASK,
+    VIEW_AGENT,
     # The kill switch: the people watching the tasks stop a runaway agent without an admin.
-    "agents.pause_agent",
-    "agents.view_limitprofile",
-    "agents.view_event",
-    "ledger.view_operation",
-    "ledger.reconcile_operation",
+    PAUSE_AGENT,
+    VIEW_PROFILE,
+    VIEW_EVENT,
+    VIEW_OPERATION,
+    RECONCILE,
 ]
 ADMIN_PERMS = OPERATOR_PERMS + [
-    "agents.change_task_limits",
-    "agents.add_limitprofile",
-    "agents.change_limitprofile",
-    "agents.delete_limitprofile",
-    "agents.manage_tokens",
-    "agents.add_agent",
-    "agents.change_agent",
-    "agents.view_toolpolicy",
-    "agents.add_toolpolicy",
-    "agents.change_toolpolicy",
-    "agents.view_modelprice",
-    "agents.add_modelprice",
-    "agents.change_modelprice",
-    # Sign-in lockouts (django-axes' failure rows): see them, lift them.
-    "axes.view_accessattempt",
-    "axes.delete_accessattempt",
+    CHANGE_TASK_LIMITS,
+    ADD_PROFILE,
+    CHANGE_PROFILE,
+    DELETE_PROFILE,
+    MANAGE_TOKENS,
+    ADD_AGENT,
+    CHANGE_AGENT,
+    VIEW_TOOL_POLICY,
+    ADD_TOOL_POLICY,
+    CHANGE_TOOL_POLICY,
+    VIEW_MODEL_PRICE,
+    ADD_MODEL_PRICE,
+    CHANGE_MODEL_PRICE,
+    VIEW_SIGNIN_LOCKOUTS,
+    UNLOCK_SIGNIN,
 ]
 
 

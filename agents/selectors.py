@@ -19,6 +19,7 @@ from agents.models import (
     Agent,
     AgentDay,
     Event,
+    EventKind,
     ModelCall,
     Task,
     ToolCall,
@@ -160,7 +161,7 @@ def breaker_trips(*, start: datetime, end: datetime | None = None) -> QuerySet[E
     Read by the stop's reason (the event's `reason` column holds a person's note when one was
     given), not by its code: stops recorded while goal_unverified carried a code stay out."""
     query = Event.objects.filter(
-        kind="task_stopped",
+        kind=EventKind.TASK_STOPPED,
         task__isnull=False,
         created_at__gte=start,
         detail__reason__in=sorted(terms.TRIP_REASONS),

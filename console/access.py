@@ -19,25 +19,6 @@ from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
-# Operators
-VIEW_TASK = "agents.view_task"
-STOP_TASK = "agents.stop_task"
-RESUME_TASK = "agents.resume_task"
-VIEW_OPERATION = "ledger.view_operation"
-RECONCILE = "ledger.reconcile_operation"
-VIEW_EVENT = "agents.view_event"
-VIEW_AGENT = "agents.view_agent"
-PAUSE_AGENT = "agents.pause_agent"  # the kill switch
-# Admins
-CHANGE_TASK_LIMITS = "agents.change_task_limits"
-ADD_PROFILE = "agents.add_limitprofile"
-CHANGE_PROFILE = "agents.change_limitprofile"
-CHANGE_AGENT = "agents.change_agent"
-MANAGE_TOKENS = "agents.manage_tokens"
-CHANGE_TOOL_POLICY = "agents.change_toolpolicy"
-VIEW_SIGNIN_LOCKOUTS = "axes.view_accessattempt"
-UNLOCK_SIGNIN = "axes.delete_accessattempt"
-
 # Status of a page that shows a form again with its errors. htmx is configured (base.html)
 # to swap 422 answers, so the errors appear next to the fields in both modes.
 INVALID = 422

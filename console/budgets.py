@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from agents.guard import registry
 from agents.models import Task
 from console.templatetags.console_formats import count as count_text
 from console.templatetags.console_formats import duration, money
@@ -51,46 +52,41 @@ def _ratio(used: float | Decimal, limit: float | Decimal) -> float:
 
 
 def bars(task: Task, now: datetime | None = None, *, live: bool = False) -> list[Gauge]:
-    """Every budget of the task. Time is measured to the task's end, or with `live` to now:
-    the deadline keeps running while a stopped task waits for a person (the resume form)."""
-    limits = task.limits
+    """Every budget of the task: each limit of the registry measured by a counter, as the
+    guard counts it (`registry.used`: open reservations count too). Time is measured to the
+    task's end, or with `live` to now: the deadline keeps running while a stopped task waits
+    for a person (the resume form)."""
     now = now or timezone.now()
+    gauges = []
+    for spec in sorted(_MEASURED, key=lambda spec: spec.grant is None):
+        if spec.usage == registry.CLOCK:
+            gauges.append(_time(task, now, live))
+        else:
+            gauges.append(_gauge(task, spec))
+    return gauges
 
-    def count(key: str, label: str, used: int, limit_name: str) -> Gauge:
-        limit = int(limits.get(limit_name) or 0)
-        return Gauge(key, label, count_text(used), count_text(limit), _ratio(used, limit))
 
-    cost_used = task.cost_spent + task.cost_reserved
-    max_cost = Decimal(str(limits.get("max_cost") or 0))
-    reserved_note = f"{money(task.cost_reserved)} reserved" if task.cost_reserved else ""
+_MEASURED = tuple(spec for spec in registry.TASK_LIMITS if spec.usage)
+
+
+def _gauge(task: Task, spec: registry.Limit) -> Gauge:
+    key = spec.grant or spec.usage or spec.name
+    taken = registry.used(spec, task)
+    reserved = getattr(task, spec.reserved) if spec.reserved else 0
+    if spec.kind == registry.MONEY:
+        limit: int | Decimal = Decimal(str(task.limits.get(spec.name) or 0))
+        note = f"{money(reserved)} reserved" if reserved else ""
+        return Gauge(key, spec.title, money(taken), money(limit), _ratio(taken, limit), note)
+    limit = int(task.limits.get(spec.name) or 0)
+    note = f"{count_text(reserved)} reserved" if reserved else ""
+    return Gauge(key, spec.title, count_text(taken), count_text(limit), _ratio(taken, limit), note)
+
+
+def _time(task: Task, now: datetime, live: bool) -> Gauge:
     total = (task.deadline_at - task.created_at).total_seconds()
     until = now if live or task.ended_at is None else task.ended_at
     elapsed = (until - task.created_at).total_seconds()
-    return [
-        count("model_calls", "Model calls", task.model_calls, "max_model_calls"),
-        count("tool_requests", "Tool requests", task.tool_requests, "max_tool_requests"),
-        count("tool_executions", "Tool executions", task.tool_executions, "max_tool_executions"),
-        count("retries", "Retries", task.retries, "max_retries"),
-        count("polls", "Polls", task.polls, "max_polls"),
-        _tokens(task, int(limits.get("max_tokens") or 0)),
-        Gauge(
-            "cost",
-            "Cost",
-            money(cost_used),
-            money(max_cost),
-            _ratio(cost_used, max_cost),
-            reserved_note,
-        ),  # fmt: skip
-        Gauge("seconds", "Time", duration(elapsed), duration(total), _ratio(elapsed, total)),
-        count("stagnant", "Steps without progress", task.stagnant, "max_stagnant"),
-    ]
-
-
-def _tokens(task: Task, limit: int) -> Gauge:
-    """Like cost: open reservations count against the limit, as the gate counts them."""
-    used = task.tokens_used + task.tokens_reserved
-    note = f"{count_text(task.tokens_reserved)} reserved" if task.tokens_reserved else ""
-    return Gauge("tokens", "Tokens", count_text(used), count_text(limit), _ratio(used, limit), note)
+    return Gauge("seconds", "Time", duration(elapsed), duration(total), _ratio(elapsed, total))
 
 
 def busiest(task: Task) -> Gauge:

@@ -17,8 +17,7 @@ from django import forms
 from django.conf import settings
 
 from agents.db import storable
-from agents.guard import terms
-from agents.guard.limits import CHOICES
+from agents.guard import registry, terms
 from agents.models import Agent
 from agents.services.configuration import DESCRIPTION_MAX, NAME_MAX, PROFILE_LIMIT_FIELDS
 from console.words import GRANTS, LIMIT_WORDS
@@ -29,6 +28,7 @@ CHOICE_WORDS = {
     "block": "block (nudge once, then stop)", "stop": "stop",
     "evidence": "evidence only", "novelty": "novelty (new data counts)",
 }  # fmt: skip
+CHOICES = {spec.name: spec.choices for spec in registry.LIMITS if spec.kind == registry.CHOICE}
 CHOICE_FIELDS = {
     name: [(value, CHOICE_WORDS[value]) for value in values] for name, values in CHOICES.items()
 }
@@ -337,7 +337,7 @@ def limit_text(name: str, value: Any) -> Any:
     The inverse of `limit_value`."""
     if value is None:
         return ""
-    if name == "max_cost":
+    if registry.BY_NAME[name].kind == registry.MONEY:
         return money_text(value)
     return value
 
@@ -348,9 +348,10 @@ def limit_value(name: str, text: Any) -> Any:
     if not isinstance(text, str):
         return text
     text = text.strip()
-    if name in CHOICE_FIELDS or name == "max_cost":
+    kind = registry.BY_NAME[name].kind
+    if kind in (registry.CHOICE, registry.MONEY):
         return text
-    if name == "near_duplicate_threshold":
+    if kind == registry.RATIO:
         if not text:
             return None
         try:
@@ -407,7 +408,7 @@ def edited_fields(form: forms.Form, names: Iterable[str]) -> list[str]:
 
 
 def _differs(name: str, value: Any, current: Any) -> bool:
-    if name == "max_cost":
+    if registry.BY_NAME[name].kind == registry.MONEY:
         try:
             return Decimal(str(value)) != Decimal(str(current))
         except InvalidOperation:

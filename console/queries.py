@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents import selectors
 from agents.guard import keys, terms
-from agents.models import Agent, AgentDay, ApiToken, Event, Task, ToolCall
+from agents.models import Agent, AgentDay, ApiToken, Event, EventKind, Task, ToolCall
 from agents.selectors import audit_events  # noqa: F401  (the console's audit page reads it)
 from console.words import CODE_WORDS, STATE_WORDS
 from ledger import selectors as ledger_selectors
@@ -27,7 +27,12 @@ if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
 # Event kinds that change limits: the "who changed what" lists.
-LIMIT_EVENTS = ("limits_changed", "profile_created", "profile_changed", "profile_deleted")
+LIMIT_EVENTS = (
+    EventKind.LIMITS_CHANGED,
+    EventKind.PROFILE_CREATED,
+    EventKind.PROFILE_CHANGED,
+    EventKind.PROFILE_DELETED,
+)
 
 
 # -- dashboard -------------------------------------------------------------------------------
@@ -134,7 +139,7 @@ def task_history(task: Task, limit: int = 200) -> tuple[list[Event], int]:
 
 
 def task_limit_changes(task: Task) -> list[Event]:
-    return list(task.events.filter(kind="limits_changed").order_by("-created_at")[:20])
+    return list(task.events.filter(kind=EventKind.LIMITS_CHANGED).order_by("-created_at")[:20])
 
 
 # -- reconcile queue -------------------------------------------------------------------------

@@ -1,20 +1,18 @@
 """The trace timeline: model calls and tool calls in order, with loops marked.
 
 A task may have thousands of trace rows, so the page shows one window of them (by `seq`,
-which numbers model and tool calls together). The loop marks need the whole history, but only
-two narrow columns of it (seq and fingerprint), which stays cheap at any length.
+which numbers model and tool calls together).
 
-Marks, as the guard saw them: the trace is replayed through the guard's own window rules
-(agents.guard.window), so a mark and the decision at that step cannot disagree.
+Marks are what the guard counted when it decided, stored on each trace row
+(`terms.Outcome.marks`): nothing here re-derives them.
 - repeat: the call's fingerprint was already done (or is in flight) since the last progress
   (the window); the chip shows how many times so far, this request included.
-- cycle: the call is part of a sequence of period 2..max_cycle_period that repeats back to
-  back with at least two distinct fingerprints (A B A B), completed by a request.
-- letters: each fingerprint that occurs more than once gets a letter and a colour, so
+- cycle: the request completed a sequence of period 2..max_cycle_period that repeats back to
+  back with at least two distinct fingerprints (A B A B).
+- letters: each fingerprint requested more than once gets a letter and a colour, so
   "A A A" and "A B A B" read at a glance.
-- same plan: the model asked for the very same tool calls as in its previous turn(s); the
-  chip shows the repeated-output streak as the guard counted it when the usage was reported
-  (agents.guard.model.note_plan), restarted by verified progress and by a status poll.
+- same plan: the model asked for the very same tool calls as in its previous turn(s): the
+  repeated-output streak as the guard counted it when the usage was reported.
 """
 
 from __future__ import annotations
@@ -28,9 +26,6 @@ from django.db.models import F
 
 from agents.db import storable
 from agents.guard import terms
-from agents.guard.model import note_plan
-from agents.guard.transitions import restart_streak
-from agents.guard.window import cycle_period, is_poll, join_window, repetition, window_count
 from agents.models import ModelCall, Task, ToolCall
 from agents.redaction import DEFAULT, RedactionPolicy
 from agents.selectors import Redactor
@@ -158,7 +153,7 @@ class FingerprintTag:
 @dataclass
 class Marks:
     repeat: int = 0  # occurrences in the window so far, this one included; >= 2 is a repeat
-    cycle: int = 0  # period of the cycle this call belongs to
+    cycle: int = 0  # period of the cycle this call completes
     rule: str = ""  # the loop rule the guard's window trips at this request, if any
     same_plan: int = 0  # the guard's repeated-output streak at this usage report; >= 2 shown
 
@@ -212,151 +207,32 @@ class Timeline:
         return self.page < self.pages
 
 
-# A result that reached the tool gate's progress step (step 5) joined the window, unless the
-# task was already stopped when it arrived: these kinds, with neither of these reasons.
-_JOINING_KINDS = (terms.SUCCESS, terms.RETRYABLE)
-_BEFORE_PROGRESS_STEP = ("invalid_evidence", "unknown_commit")
-# A status poll past the poll budget restarted the repeated-output streak: one that executed
-# or reused, or one a later request check stopped (these reasons). A fingerprinted STOP always
-# stopped the task itself: a request on a stopped task is answered before the fingerprint.
-_POLL_PASSED = (terms.EXECUTE, terms.REUSE)
-_AFTER_POLL_STEP = ("execution_budget", "no_progress")
-
-
-@dataclass
-class _Step:
-    """One thing in the trace that moved the guard's window, in the order it happened."""
-
-    at: Any  # when: a request's created_at, a result's reported_at, a release's released_at,
-    # a model call's settled_at (its usage report)
-    seq: int  # at the same instant, in call order: a request, then its release or result
-    order: int
-    kind: str  # "result" | "release" | "request" | "usage"
-    row: tuple[Any, ...]
-
-
-def _steps(task: Task) -> tuple[list[_Step], list[tuple[Any, Any]]]:
-    """The task's tool calls as requests, results and releases, and its model calls' usage
-    reports, in time order (three narrow reads), and its phases as (started_at, ended_at)."""
-    rows = task.tool_call_rows.order_by("seq").values_list(
-        "seq", "fingerprint", "tool", "job_id", "decision", "created_at", "reported_at",
-        "released_at", "result_kind", "result_reason", "revision_after", "novel_keys", "reason",
-    )  # fmt: skip
-    steps: list[_Step] = []
-    settled = task.model_call_rows.filter(settled_at__isnull=False).values_list(
-        "seq", "signature", "settled_at"
+def _marks(stored: dict[str, Any] | None) -> Marks:
+    """The marks the guard stored on a trace row when it decided (`terms.Outcome.marks`); a
+    row from before the guard stored them has none."""
+    if not stored:
+        return Marks()
+    return Marks(
+        repeat=int(stored.get("repeat") or 0),
+        cycle=int(stored.get("cycle") or 0),
+        rule=str(stored.get("rule") or ""),
+        same_plan=int(stored.get("same_plan") or 0),
     )
-    for seq, signature, settled_at in settled:
-        steps.append(_Step(settled_at, seq, 2, "usage", (seq, signature)))
-    for row in rows:
-        seq, created_at, reported_at, released_at = row[0], row[5], row[6], row[7]
-        steps.append(_Step(created_at, seq, 0, "request", row))
-        if released_at is not None and (reported_at is None or released_at <= reported_at):
-            steps.append(_Step(released_at, seq, 1, "release", row))
-        if reported_at is not None:
-            steps.append(_Step(reported_at, seq, 2, "result", row))
-    steps.sort(key=lambda step: (step.at, step.seq, step.order))
-    phases = list(task.phases.order_by("number").values_list("started_at", "ended_at"))
-    return steps, phases
 
 
-def _stopped_at(phases: list[tuple[Any, Any]], at: Any) -> bool:
-    """Was the task terminal at `at`? A result that stopped the task closed its phase at its
-    own instant, so it still met a running task."""
-    stopped = False
-    for started_at, ended_at in phases:
-        if started_at > at:
-            break
-        stopped = ended_at is not None and ended_at < at
-    return stopped
-
-
-def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
-    """Replay every tool call of the task (a few narrow columns each) through the guard's own
-    window rules (agents.guard.window): what the gate counted at each request is the mark.
-    The model calls' usage reports are replayed in between, through the guard's own streak
-    (agents.guard.model.note_plan): the streak at each report is its "same plan" mark.
-
-    The window is rebuilt as the gate kept it: an executed call is pending until its result
-    (even one that came after a stop), which joins the window (a poll's too) unless it stopped
-    the task before the progress step or the task was stopped already; progress (a higher
-    revision, or a result novelty judged new) clears it first; a reused write joins it at
-    once; a BLOCKed or stopped request never does, and a status poll is never counted.
-    Requests and results are ordered by their timestamps, exact for an agent that calls one
-    tool at a time.
-
-    The streak restarts where the guard restarts it (agents.guard.transitions.restart_streak):
-    on a result that made progress, and on a status poll that got past the poll budget. A usage
-    report counts only on a running task; the streak outlives a resume, as in the guard.
-    """
-    steps, phases = _steps(task)
-    limits = terms.Limits.from_dict(task.limits)
-    state = terms.TaskState(
-        state=terms.RUNNING, phase=1, limits=limits, deadline_at=task.deadline_at
-    )
-    owner: dict[int, int] = {}  # id(window entry) -> the seq of the call it stands for
-    in_flight: list[int] = []  # the seqs of `state.pending`'s calls, in the same order
-
-    def leaves_pending(fp: str) -> None:
-        if fp in state.pending:
-            del in_flight[state.pending.index(fp)]
-            state.pending.remove(fp)
-
-    marks: dict[int, Marks] = {}
+def _tags(task: Task) -> tuple[dict[str, FingerprintTag], int, int]:
+    """A short tag for each fingerprint the task requested, lettered when it was requested
+    more than once (status polls aside); and how many of its requests the guard marked as a
+    repeat, and as completing a cycle."""
     seen: dict[str, int] = {}
-    for step in steps:
-        if step.kind == "usage":
-            if not _stopped_at(phases, step.at):
-                seq, signature = step.row
-                run = note_plan(state.signatures, signature)
-                if run > 1:
-                    marks.setdefault(seq, Marks()).same_plan = run
-            continue
-        seq, fp, tool, job_id, decision = step.row[:5]
-        if not fp:  # stopped before fingerprinting
-            continue
-        if step.kind == "release":
-            leaves_pending(fp)
-        elif step.kind == "result":
-            kind, reason, revision_after, novel_keys = step.row[8:12]
-            before, state.revision = state.revision, max(state.revision, revision_after or 0)
-            if step.row[7] is None:  # still in flight, until now
-                leaves_pending(fp)
-            if _stopped_at(phases, step.at):  # answered STOP: nothing else moved
-                continue
-            if kind not in _JOINING_KINDS or reason in _BEFORE_PROGRESS_STEP:
-                continue
-            progress = novel_keys is not None or state.revision > before
-            if progress:
-                restart_streak(state)
-            entry = terms.WindowEntry(fingerprint=fp, tool=tool)
-            owner[id(entry)] = seq
-            join_window(state, entry, progress=progress)
-        elif is_poll(job_id):
-            if decision in _POLL_PASSED or (
-                decision == terms.STOP and step.row[12] in _AFTER_POLL_STEP
-            ):
-                restart_streak(state)
-        else:
+    repeats = cycles = 0
+    rows = task.tool_call_rows.order_by("seq").values_list("fingerprint", "job_id", "marks")
+    for fp, job_id, stored in rows:
+        if fp and not job_id:
             seen[fp] = seen.get(fp, 0) + 1
-            mark = marks.setdefault(seq, Marks())
-            mark.repeat = window_count(state, fp) + 1
-            mark.rule = repetition(state, fp) or ""
-            period = cycle_period(state, fp)
-            if period:
-                # The calls the cycle rule read, in request order (window.requested).
-                members = [*(owner[id(e)] for e in state.window), *in_flight]
-                members = [*members[len(members) - (2 * period - 1) :], seq]
-                for member in members:
-                    cycle_mark = marks.setdefault(member, Marks())
-                    cycle_mark.cycle = cycle_mark.cycle or period
-            if decision == terms.EXECUTE:
-                state.pending.append(fp)
-                in_flight.append(seq)
-            elif decision == terms.REUSE:
-                entry = terms.WindowEntry(fingerprint=fp, tool=tool)
-                owner[id(entry)] = seq
-                join_window(state, entry, progress=False)
+        if stored:
+            repeats += int(stored.get("repeat") or 0) > 1
+            cycles += bool(stored.get("cycle"))
     tags: dict[str, FingerprintTag] = {}
     lettered = 0
     for fp, times in seen.items():  # dicts keep first-appearance order
@@ -365,7 +241,7 @@ def _replay(task: Task) -> tuple[dict[int, Marks], dict[str, FingerprintTag]]:
             tag.letter, tag.hue = _letters(lettered), (210 + lettered * 137) % 360
             lettered += 1
         tags[fp] = tag
-    return marks, tags
+    return tags, repeats, cycles
 
 
 def timeline(task: Task, page: int | None = None) -> Timeline:
@@ -376,7 +252,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
     # the oldest may be short.
     high = total - (pages - page) * PAGE_SIZE
     low = max(0, high - PAGE_SIZE)
-    marks, tags = _replay(task)
+    tags, repeats, cycles = _tags(task)
     rows: list[Row] = []
     masks = Redactor()
     for call in ModelCall.objects.filter(task=task, seq__gt=low, seq__lte=high):
@@ -385,7 +261,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
             for c in (call.tool_calls or [])
             if isinstance(c, dict)
         )
-        row = Row(call.seq, "model", call, marks.get(call.seq, Marks()), asks=asks)
+        row = Row(call.seq, "model", call, _marks(call.marks), asks=asks)
         if call.tool_calls:
             # The tool calls the model asked for, each masked by its own tool's policy.
             row.args_block = masked_block(masks.tool_calls(storable.decode(call.tool_calls)))
@@ -397,7 +273,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
     for step in calls:
         policy = masks.policy(step.tool)
         shown = policy.apply(storable.decode(step.args))  # masked once, for the line and block
-        row = Row(step.seq, "tool", step, marks.get(step.seq, Marks()),
+        row = Row(step.seq, "tool", step, _marks(step.marks),
                   tags.get(step.fingerprint), masked_args_text(shown),
                   args_block=masked_block(shown))  # fmt: skip
         if step.reported_at is not None:
@@ -411,7 +287,7 @@ def timeline(task: Task, page: int | None = None) -> Timeline:
         page=page,
         pages=pages,
         total=total,
-        repeats=sum(1 for m in marks.values() if m.repeat > 1),
-        cycles=sum(1 for m in marks.values() if m.cycle),
+        repeats=repeats,
+        cycles=cycles,
         letters=[t for t in tags.values() if t.letter],
     )

@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_htmx.http import HttpResponseClientRefresh
 
+from agents import roles
 from agents.db import storable
 from agents.errors import DomainError
 from agents.guard import core, terms
@@ -39,7 +40,7 @@ DASHBOARD_PAGE_SIZE = 50
 # -- dashboard -------------------------------------------------------------------------------
 
 
-@console_view(access.VIEW_TASK)
+@console_view(roles.VIEW_TASK)
 def dashboard(request):
     agents = list(Agent.objects.order_by("name").values_list("name", flat=True))
     form = TaskFilterForm(request.GET or None, agents=agents)
@@ -115,10 +116,10 @@ def task_context(request, task: Task, **forms) -> dict:
         "report_json": json.dumps(redact(task.report), indent=2) if task.report else "",
         "stop_form": forms.get("stop_form") or StopForm(),
         "resume_form": forms.get("resume_form") or ResumeForm(),
-        "can_stop": request.user.has_perm(access.STOP_TASK),
-        "can_resume": request.user.has_perm(access.RESUME_TASK),
-        "can_reconcile": request.user.has_perm(access.RECONCILE),
-        "can_change_limits": request.user.has_perm(access.CHANGE_TASK_LIMITS),
+        "can_stop": request.user.has_perm(roles.STOP_TASK),
+        "can_resume": request.user.has_perm(roles.RESUME_TASK),
+        "can_reconcile": request.user.has_perm(roles.RECONCILE),
+        "can_change_limits": request.user.has_perm(roles.CHANGE_TASK_LIMITS),
         "resumable": task.terminal and task.state != terms.COMPLETED,
         # "Real loop" / "False stop" judge the guard's stop: they mean nothing elsewhere.
         "labels_apply": task.terminal and terms.is_trip(task.reason),
@@ -173,7 +174,7 @@ def _grant_rows(task: Task, user, deadline: DeadlineWarning | None) -> list[dict
     ]
 
 
-@console_view(access.VIEW_TASK)
+@console_view(roles.VIEW_TASK)
 def task_detail(request, task_id):
     task = _task(task_id)
     return access.page(
@@ -181,7 +182,7 @@ def task_detail(request, task_id):
     )
 
 
-@console_view(access.VIEW_TASK)
+@console_view(roles.VIEW_TASK)
 def task_live(request, task_id):
     """Polled while a task runs: its state and budgets. When the state moved on (the guard or
     someone else stopped it), the whole page is reloaded so its actions match the new state."""
@@ -198,7 +199,7 @@ def task_live(request, task_id):
     return render(request, "console/task/_live.html", context)
 
 
-@console_view(access.VIEW_TASK)
+@console_view(roles.VIEW_TASK)
 def task_timeline(request, task_id):
     task = _task(task_id)
     try:
@@ -209,7 +210,7 @@ def task_timeline(request, task_id):
     return render(request, "console/task/_timeline.html", context)
 
 
-@console_view(access.VIEW_TASK)
+@console_view(roles.VIEW_TASK)
 def task_report(request, task_id):
     task = _task(task_id)
     if not task.report:
@@ -244,7 +245,7 @@ def _task_invalid(request, task: Task, **forms) -> HttpResponse:
     )
 
 
-@console_view(access.STOP_TASK, methods=("POST",))
+@console_view(roles.STOP_TASK, methods=("POST",))
 def task_stop(request, task_id):
     task = _task(task_id)
     form = StopForm(request.POST)
@@ -261,7 +262,7 @@ def task_stop(request, task_id):
     return _task_answer(request, task, "Task stopped. The agent's next call gets STOP.")
 
 
-@console_view(access.STOP_TASK, methods=("POST",))
+@console_view(roles.STOP_TASK, methods=("POST",))
 def task_label(request, task_id):
     """An operator says whether a stop was a real loop or a false stop (loop_eval --from-db)."""
     task = _task(task_id)
@@ -275,7 +276,7 @@ def task_label(request, task_id):
     return _task_answer(request, task, message)
 
 
-@console_view(access.RESUME_TASK, methods=("POST",))
+@console_view(roles.RESUME_TASK, methods=("POST",))
 def task_resume(request, task_id):
     task = _task(task_id)
     form = ResumeForm(request.POST)
@@ -297,7 +298,7 @@ def task_resume(request, task_id):
 # -- a task's own limits (admins) ------------------------------------------------------------
 
 
-@console_view(access.CHANGE_TASK_LIMITS, methods=("GET", "POST"))
+@console_view(roles.CHANGE_TASK_LIMITS, methods=("GET", "POST"))
 def task_limits(request, task_id):
     task = _task(task_id)
     form = TaskLimitsForm(request.POST or None, limits=task.limits)

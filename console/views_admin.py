@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django_htmx.http import trigger_client_event
 
+from agents import roles
 from agents.errors import DomainError, NotFound
 from agents.models import Agent, LimitProfile
 from agents.services import configuration, operator
@@ -29,13 +30,13 @@ from console.forms import (
 # -- limit profiles --------------------------------------------------------------------------
 
 
-@console_view(access.CHANGE_PROFILE)
+@console_view(roles.CHANGE_PROFILE)
 def limits_index(request):
     context = {
         "profiles": LimitProfile.objects.all(),
         "limit_fields": PROFILE_LIMIT_FIELDS,
         "changes": queries.limit_changes(),
-        "can_add": request.user.has_perm(access.ADD_PROFILE),
+        "can_add": request.user.has_perm(roles.ADD_PROFILE),
     }
     return render(request, "console/limits.html", context)
 
@@ -90,7 +91,7 @@ def _profile_post(request, profile: LimitProfile | None, saved: str):
     return _profile_page(request, form, profile, status=INVALID)
 
 
-@console_view(access.ADD_PROFILE, methods=("GET", "POST"))
+@console_view(roles.ADD_PROFILE, methods=("GET", "POST"))
 def profile_new(request):
     if request.method == "GET":
         defaults = LimitProfile()  # the model's defaults are docs/DESIGN.md section 5's
@@ -99,7 +100,7 @@ def profile_new(request):
     return _profile_post(request, None, "Profile {name} created.")
 
 
-@console_view(access.CHANGE_PROFILE, methods=("GET", "POST"))
+@console_view(roles.CHANGE_PROFILE, methods=("GET", "POST"))
 def profile_edit(request, name):
     profile = get_object_or_404(LimitProfile, name=name)
     if request.method == "GET":
@@ -129,9 +130,9 @@ def _agent_card(request, name: str, *, agent=None, **extra) -> dict:
         "pause_form": extra.pop("pause_form", None) or PauseForm(prefix=f"pause-{agent.name}"),
         "token_form": extra.pop("token_form", None) or TokenForm(prefix=f"token-{agent.name}"),
         "profiles_form": extra.pop("profiles_form", None) or _profiles_form(agent),
-        "can_grant_profiles": request.user.has_perm(access.CHANGE_AGENT),
-        "can_pause": request.user.has_perm(access.PAUSE_AGENT),
-        "can_tokens": request.user.has_perm(access.MANAGE_TOKENS),
+        "can_grant_profiles": request.user.has_perm(roles.CHANGE_AGENT),
+        "can_pause": request.user.has_perm(roles.PAUSE_AGENT),
+        "can_tokens": request.user.has_perm(roles.MANAGE_TOKENS),
         **extra,
     }
 
@@ -150,7 +151,7 @@ def _agents_page(request, status: int = 200, **override):
     return render(request, "console/agents.html", {"cards": cards}, status=status)
 
 
-@console_view(access.VIEW_AGENT)
+@console_view(roles.VIEW_AGENT)
 def agents_index(request):
     """Every agent's card; what a card offers follows the user's permissions (operators: the
     kill switch; admins: also tokens and allowed profiles)."""
@@ -189,17 +190,17 @@ def _set_paused(request, name: str, paused: bool):
     return _card_answer(request, name, _agent_card(request, name, pause_form=form), status=INVALID)
 
 
-@console_view(access.PAUSE_AGENT, methods=("POST",))
+@console_view(roles.PAUSE_AGENT, methods=("POST",))
 def agent_pause(request, name):
     return _set_paused(request, name, True)
 
 
-@console_view(access.PAUSE_AGENT, methods=("POST",))
+@console_view(roles.PAUSE_AGENT, methods=("POST",))
 def agent_unpause(request, name):
     return _set_paused(request, name, False)
 
 
-@console_view(access.CHANGE_AGENT, methods=("POST",))
+@console_view(roles.CHANGE_AGENT, methods=("POST",))
 def agent_profiles(request, name):
     """An admin sets the profiles the agent may use, through the service the API calls."""
     agent = get_object_or_404(Agent, name=name)
@@ -223,7 +224,7 @@ def agent_profiles(request, name):
     return _card_answer(request, name, card, status=INVALID)
 
 
-@console_view(access.MANAGE_TOKENS, methods=("POST",))
+@console_view(roles.MANAGE_TOKENS, methods=("POST",))
 def token_issue(request, name):
     form = TokenForm(request.POST, prefix=f"token-{name}")
     if form.is_valid():
@@ -244,7 +245,7 @@ def token_issue(request, name):
     return _card_answer(request, name, _agent_card(request, name, token_form=form), status=INVALID)
 
 
-@console_view(access.MANAGE_TOKENS, methods=("POST",))
+@console_view(roles.MANAGE_TOKENS, methods=("POST",))
 def token_revoke(request, name, token_id):
     form = RevokeForm(request.POST)
     form.is_valid()

@@ -6,6 +6,7 @@ from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 
+from agents import roles
 from console import access, queries
 from console.access import console_view
 from console.forms import AuditFilterForm
@@ -13,7 +14,7 @@ from console.forms import AuditFilterForm
 AUDIT_PAGE_SIZE = 50
 
 
-@console_view(access.VIEW_EVENT)
+@console_view(roles.VIEW_EVENT)
 def audit_log(request):
     form = AuditFilterForm(request.GET or None, kinds=queries.event_kinds())
     filters = form.filters()

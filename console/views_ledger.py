@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 
+from agents import roles
 from agents.errors import DomainError
 from agents.redaction import redact
 from agents.selectors import Redactor
@@ -34,7 +35,7 @@ def _filter_form(request) -> ReconcileFilterForm:
     return ReconcileFilterForm(request.GET or None, agents=agents, namespaces=namespaces)
 
 
-@console_view(access.VIEW_OPERATION)
+@console_view(roles.VIEW_OPERATION)
 def reconcile_queue(request):
     """The queue, filtered by agent, namespace and age (a GET form; htmx swaps only the list)."""
     form = _filter_form(request)
@@ -43,12 +44,12 @@ def reconcile_queue(request):
         "query": urlencode(form.query_values()),
         "cards": [_card(op) for op in queries.reconcile_queue(**form.filters(timezone.now()))],
         "recent": queries.recent_reconciliations(),
-        "can_reconcile": request.user.has_perm(access.RECONCILE),
+        "can_reconcile": request.user.has_perm(roles.RECONCILE),
     }
     return access.page(request, "console/reconcile.html", "console/_reconcile_list.html", context)
 
 
-@console_view(access.RECONCILE, methods=("POST",))
+@console_view(roles.RECONCILE, methods=("POST",))
 def operation_reconcile(request, operation_id):
     operation = get_object_or_404(Operation.objects.select_related("task__agent"), pk=operation_id)
     form = ReconcileForm(request.POST, prefix=f"op{operation.pk}")

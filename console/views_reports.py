@@ -16,15 +16,13 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.vary import vary_on_headers
 
-from agents import reports, result_advice
+from agents import reports, result_advice, roles
 from agents.errors import DomainError
 from agents.models import Agent
 from agents.redaction import redact
 from agents.services import policies
 from console.access import (
-    CHANGE_TOOL_POLICY,
     INVALID,
-    VIEW_TASK,
     HtmxHttpRequest,
     console_view,
     done,
@@ -140,7 +138,7 @@ def _filters(request: HttpRequest) -> tuple[int, str]:
     return days, request.GET.get("agent", "").strip()
 
 
-@console_view(VIEW_TASK)
+@console_view(roles.VIEW_TASK)
 @vary_on_headers("HX-Request")
 def daily_report(request: HtmxHttpRequest) -> HttpResponse:
     days, agent = _filters(request)
@@ -168,12 +166,12 @@ def daily_report(request: HtmxHttpRequest) -> HttpResponse:
 def _result_field_context(request: HttpRequest, days: int) -> dict:
     return {
         "result_fields": result_advice.result_field_proposals(days=days),
-        "can_apply_result_fields": request.user.has_perm(CHANGE_TOOL_POLICY),
+        "can_apply_result_fields": request.user.has_perm(roles.CHANGE_TOOL_POLICY),
         "result_field_max_keys": result_advice.MAX_KEYS,
     }
 
 
-@console_view(CHANGE_TOOL_POLICY, methods=("POST",))
+@console_view(roles.CHANGE_TOOL_POLICY, methods=("POST",))
 def result_fields_apply(request: HtmxHttpRequest) -> HttpResponse:
     """Apply one proposal of the volatile-keys advice: the keys join the tool's
     ignore_result_fields, with an audit row (through the one service)."""
@@ -196,7 +194,7 @@ def result_fields_apply(request: HtmxHttpRequest) -> HttpResponse:
     )
 
 
-@console_view(VIEW_TASK)
+@console_view(roles.VIEW_TASK)
 def daily_report_csv(request: HttpRequest) -> HttpResponse:
     days, agent = _filters(request)
     response = HttpResponse(content_type="text/csv; charset=utf-8")

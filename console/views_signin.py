@@ -6,7 +6,7 @@ from django.conf import settings
 from django.shortcuts import render
 from django.urls import reverse
 
-from agents import selectors
+from agents import roles, selectors
 from agents.errors import DomainError
 from agents.services import signin
 from console import access
@@ -31,12 +31,12 @@ def _context(request, **extra) -> dict:
         "failure_limit": settings.AXES_FAILURE_LIMIT,
         "lockout_minutes": settings.SIGNIN_LOCKOUT_MINUTES,
         "lockout_seconds": settings.SIGNIN_LOCKOUT_MINUTES * 60,
-        "can_unlock": request.user.has_perm(access.UNLOCK_SIGNIN),
+        "can_unlock": request.user.has_perm(roles.UNLOCK_SIGNIN),
         **extra,
     }
 
 
-@console_view(access.VIEW_SIGNIN_LOCKOUTS)
+@console_view(roles.VIEW_SIGNIN_LOCKOUTS)
 def signin_lockouts(request):
     return access.page(
         request,
@@ -46,7 +46,7 @@ def signin_lockouts(request):
     )
 
 
-@console_view(access.UNLOCK_SIGNIN, methods=("POST",))
+@console_view(roles.UNLOCK_SIGNIN, methods=("POST",))
 def signin_unlock(request):
     form = UnlockForm(request.POST)
     error = None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from agents.guard import registry
+from agents.models import EventKind
+
 STATE_WORDS = {
     "RUNNING": "Running",
     "COMPLETED": "Completed",
@@ -54,64 +57,17 @@ CODE_WORDS = {
     "GUARD_STOPPED": "stopped by people or agents",
 }
 
-EVENT_WORDS = {
-    "task_created": "created the task",
-    "stop_requested": "asked to stop",
-    "task_stopped": "task stopped",
-    "task_completed": "task completed",
-    "task_resumed": "resumed the task",
-    "limits_changed": "changed the task's limits",
-    "operation_reconciled": "reconciled an operation",
-    "guard_trigger": "guard triggered",
-    "lease_expired": "a write's lease expired",
-    "late_result": "a late result arrived",
-    "finish_requested": "asked to finish",
-    "trigger_loop": "trigger loop refused",
-    "agent_paused": "paused the agent",
-    "agent_unpaused": "unpaused the agent",
-    "profile_created": "created a limit profile",
-    "profile_changed": "changed a limit profile",
-    "profile_deleted": "deleted a limit profile",
-    "tool_policy_changed": "changed a tool policy",
-    "agent_profiles_changed": "changed the profiles an agent may use",
-    "token_issued": "issued an API token",
-    "token_revoked": "revoked an API token",
-    "signin_locked_out": "locked out of sign-in",
-    "signin_unlocked": "lifted a sign-in lockout",
-}
+EVENT_WORDS = dict(EventKind.choices)
 
-# The grant dimensions of a resume, with the limit each raises and the usage it is measured by.
-GRANTS = (
-    ("model_calls", "Model calls", "max_model_calls", "model_calls"),
-    ("tool_requests", "Tool requests", "max_tool_requests", "tool_requests"),
-    ("tool_executions", "Tool executions", "max_tool_executions", "tool_executions"),
-    ("retries", "Retries", "max_retries", "retries"),
-    ("polls", "Polls", "max_polls", "polls"),
-    ("tokens", "Tokens", "max_tokens", "tokens_used"),
-    ("cost", "Cost", "max_cost", "cost_spent"),
-    ("seconds", "Seconds", "deadline_seconds", None),
+# The grant dimensions of a resume: (grant, its name, the limit it raises, the usage it is
+# measured by, None for the clock).
+GRANTS = tuple(
+    (spec.grant, spec.title, spec.name, None if spec.usage == registry.CLOCK else spec.usage)
+    for spec in registry.GRANTS
+    if spec.grant
 )
 
-LIMIT_WORDS = {
-    "max_model_calls": "Model calls",
-    "max_tool_requests": "Tool requests",
-    "max_tool_executions": "Tool executions",
-    "max_same_call": "Same call allowed (times)",
-    "repeat_action": "On a repeat",
-    "max_cycle_period": "Longest cycle detected",
-    "max_stagnant": "Steps without progress",
-    "max_retries": "Retries",
-    "max_polls": "Polls",
-    "deadline_seconds": "Deadline (seconds)",
-    "max_tokens": "Tokens",
-    "max_cost": "Cost",
-    "progress_mode": "Progress counts",
-    "near_duplicate_threshold": "Near-duplicate similarity (0–1, blank: off)",
-    "lease_seconds": "Write lease (seconds)",
-    "default_estimate_tokens": "Tokens reserved by a gate without an estimate",
-    "max_tasks_per_trigger": "Tasks per trigger",
-    "trigger_window_seconds": "Trigger window (seconds)",
-}
+LIMIT_WORDS = {spec.name: spec.label for spec in registry.LIMITS}
 
 
 def state_words(state: str) -> str:

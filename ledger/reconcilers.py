@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from agents.errors import Conflict, NotFound
 from agents.guard import terms
-from agents.models import Event, ToolPolicy
+from agents.models import Event, EventKind, ToolPolicy
 from ledger.models import Operation
 from ledger.services import operation_reconcile
 
@@ -143,7 +143,7 @@ def operation_check_gave_up(*, operation_id: int, error: str) -> None:
         return
     Event.objects.create(
         task_id=operation.task_id, agent_id=operation.task.agent_id, operation=operation,
-        kind="reconcile_no_answer", actor=f"reconciler:{operation.tool}"[:150],
+        kind=EventKind.RECONCILE_NO_ANSWER, actor=f"reconciler:{operation.tool}"[:150],
         reason=error[:2000],
         detail={"operation_key": operation.operation_key, "checks": operation.reconcile_checks},
     )  # fmt: skip

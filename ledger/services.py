@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
 from agents.guard import terms
-from agents.models import Agent, Event, Task, ToolCall
+from agents.models import Agent, Event, EventKind, Task, ToolCall
 from agents.redaction import redact
 from agents.taskrow import LockProbe, apply_state, lock_task, release_execution, to_state
 from agents.text import blank
@@ -188,7 +188,7 @@ def lease_expire(operation: Operation, *, task: Task, now: datetime, actor: str)
     operation.reconcile_checks = 0  # a new UNKNOWN episode for the reconciler
     operation.save(update_fields=["state", "reconcile_checks", "updated_at"])
     Event.objects.create(
-        task=task, agent_id=task.agent_id, operation=operation, kind="lease_expired",
+        task=task, agent_id=task.agent_id, operation=operation, kind=EventKind.LEASE_EXPIRED,
         phase=task.phase, actor=actor, code="GUARD_LEDGER",
         detail={"operation_key": operation.operation_key, "tool": operation.tool,
                 "lease_expires_at": lease and lease.isoformat()},
@@ -226,7 +226,7 @@ def operation_settle(task: Task, call: ToolCall, outcome: terms.Outcome, now: da
     ours = claimed_by(operation, call)
     if (not ours or not is_unresolved(operation)) and not (ours and proves_commit):
         Event.objects.create(
-            task=task, agent_id=task.agent_id, operation=operation, kind="late_result",
+            task=task, agent_id=task.agent_id, operation=operation, kind=EventKind.LATE_RESULT,
             phase=task.phase, actor="system:guard",
             detail={"operation_key": operation.operation_key,
                     "ledger_state": operation.state, "reported": outcome.operation_state},
@@ -327,7 +327,7 @@ def operation_reconcile(
         )  # fmt: skip
         Event.objects.create(
             task_id=operation.task_id, agent_id=operation.task.agent_id, operation=operation,
-            kind="operation_reconciled", actor=actor, actor_user=user, reason=note,
+            kind=EventKind.OPERATION_RECONCILED, actor=actor, actor_user=user, reason=note,
             detail={"operation_key": operation.operation_key, "verdict": verdict,
                     "previous_state": previous, "automatic": automatic},
         )  # fmt: skip

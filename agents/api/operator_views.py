@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import selectors
+from agents import roles, selectors
 from agents.api import pagination
 from agents.api import responses as r
 from agents.api import serializers as s
@@ -32,7 +32,7 @@ def visible_operations(request):
     agent = agent_of(request)
     if agent is not None:
         return Operation.objects.filter(namespace=agent.namespace)
-    require_perm(request, "ledger.view_operation")
+    require_perm(request, roles.VIEW_OPERATION)
     return Operation.objects.all()
 
 
@@ -99,7 +99,7 @@ class OperationReconcile(APIView):
         responses=r.answers({200: r.OperationDetail}, 409, body=True),
     )
     def post(self, request, operation_id):
-        require_perm(request, "ledger.reconcile_operation")
+        require_perm(request, roles.RECONCILE)
         pk = row_id(operation_id, what="operation", code="OPERATION_NOT_FOUND")
         data = _valid(s.ReconcileIn, request)
         operation = ledger_services.operation_reconcile(
@@ -123,7 +123,7 @@ class AgentPause(APIView):
         responses=r.answers({200: r.AgentPaused}, body=True),
     )
     def post(self, request, name):
-        require_perm(request, "agents.pause_agent")
+        require_perm(request, roles.PAUSE_AGENT)
         data = _valid(s.PauseIn, request)
         agent = operator.agent_set_paused(
             name=name, paused=self.paused, user=request.user, reason=data["reason"]
@@ -166,7 +166,7 @@ class AgentDetail(APIView):
         responses=r.answers({200: r.AgentDetail}),
     )
     def get(self, request, name):
-        require_perm(request, "agents.view_agent")
+        require_perm(request, roles.VIEW_AGENT)
         return Response(selectors.agent_json(self._get(name)))
 
     @extend_schema(
@@ -180,7 +180,7 @@ class AgentDetail(APIView):
         responses=r.answers({200: r.AgentDetail}, body=True),
     )
     def patch(self, request, name):
-        require_perm(request, "agents.change_agent")
+        require_perm(request, roles.CHANGE_AGENT)
         data = _valid(s.AgentPatchIn, request)
         agent = configuration.agent_set_allowed_profiles(
             name=name, profiles=data.get("allowed_profiles"), user=request.user,
@@ -209,7 +209,7 @@ class ProfileList(APIView):
         responses=r.answers({200: ProfilePage}),
     )
     def get(self, request):
-        require_perm(request, "agents.view_limitprofile")
+        require_perm(request, roles.VIEW_PROFILE)
         return Response({"profiles": ProfileSerializer(LimitProfile.objects.all(), many=True).data})
 
     @extend_schema(
@@ -221,7 +221,7 @@ class ProfileList(APIView):
         responses=r.answers({201: ProfileSerializer}, 409, body=True),
     )
     def post(self, request):
-        require_perm(request, "agents.add_limitprofile")
+        require_perm(request, roles.ADD_PROFILE)
         data = _valid(s.ProfileIn, request)
         profile = configuration.profile_save(user=request.user, values=dict(data))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
@@ -241,7 +241,7 @@ class ProfileDetail(APIView):
         responses=r.answers({200: ProfileSerializer}),
     )
     def get(self, request, name):
-        require_perm(request, "agents.view_limitprofile")
+        require_perm(request, roles.VIEW_PROFILE)
         return Response(ProfileSerializer(self._get(name)).data)
 
     @extend_schema(
@@ -254,7 +254,7 @@ class ProfileDetail(APIView):
         responses=r.answers({200: ProfileSerializer}, 409, body=True),
     )
     def patch(self, request, name):
-        require_perm(request, "agents.change_limitprofile")
+        require_perm(request, roles.CHANGE_PROFILE)
         self._get(name)
         serializer = s.ProfileIn(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
@@ -272,7 +272,7 @@ class ProfileDetail(APIView):
         responses=r.answers({204: OpenApiResponse(description="Deleted.")}),
     )
     def delete(self, request, name):
-        require_perm(request, "agents.delete_limitprofile")
+        require_perm(request, roles.DELETE_PROFILE)
         configuration.profile_delete(user=request.user, name=name)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -318,7 +318,7 @@ class AuditList(APIView):
         responses=r.answers({200: r.AuditPage}),
     )
     def get(self, request):
-        require_perm(request, "agents.view_event")
+        require_perm(request, roles.VIEW_EVENT)
         query = AuditQuery(data=request.query_params.dict())
         query.is_valid(raise_exception=True)
         filters = dict(query.validated_data)

@@ -12,8 +12,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import serializers as s
 
-from agents.guard import terms
-from agents.guard.limits import CHOICES
+from agents.guard import registry, terms
 
 NULLABLE = {"allow_null": True}
 
@@ -99,46 +98,45 @@ def answers(ok: dict, *statuses: int, body: bool = False) -> dict:
 # -- task ------------------------------------------------------------------------------------
 
 
-class Usage(s.Serializer):
-    """What the task consumed over all its phases."""
-
-    model_calls = s.IntegerField()
-    tool_requests = s.IntegerField()
-    tool_executions = s.IntegerField()
-    retries = s.IntegerField()
-    polls = s.IntegerField()
-    tokens = s.IntegerField()
-    cost = s.CharField(help_text="Settled spend, a decimal string.")
-
-
-class Remaining(s.Serializer):
-    """What is left under the current limits, never negative."""
-
-    model_calls = s.IntegerField()
-    tool_requests = s.IntegerField()
-    tool_executions = s.IntegerField()
-    tokens = s.IntegerField()
-    cost = s.CharField(help_text="Also minus outstanding reservations.")
+def _limit_value(spec: registry.Limit, money_help: str = "A decimal string.") -> s.Field:
+    """A limit's value (or a usage or what remains of it) as the answers write it."""
+    if spec.kind == registry.MONEY:
+        return s.CharField(help_text=money_help)
+    if spec.kind == registry.CHOICE:
+        return _choice(spec.choices)
+    if spec.kind == registry.RATIO:
+        return s.FloatField(**NULLABLE)
+    return s.IntegerField()
 
 
-class Limits(s.Serializer):
-    """The task's own limits, copied from its profile at creation."""
+def _serializer(name: str, doc: str, fields: dict[str, s.Field]) -> type[s.Serializer]:
+    return type(name, (s.Serializer,), {"__doc__": doc, "__module__": __name__, **fields})
 
-    max_model_calls = s.IntegerField()
-    max_tool_requests = s.IntegerField()
-    max_tool_executions = s.IntegerField()
-    max_same_call = s.IntegerField()
-    repeat_action = _choice(list(CHOICES["repeat_action"]))
-    max_cycle_period = s.IntegerField()
-    max_stagnant = s.IntegerField()
-    max_retries = s.IntegerField()
-    max_polls = s.IntegerField()
-    deadline_seconds = s.IntegerField()
-    max_tokens = s.IntegerField()
-    max_cost = s.CharField(help_text="A decimal string.")
-    progress_mode = _choice(list(CHOICES["progress_mode"]))
-    near_duplicate_threshold = s.FloatField(**NULLABLE)
-    lease_seconds = s.IntegerField()
+
+# The report's usage and remaining, by grant (agents.guard.report), and the task's limits.
+Usage = _serializer(
+    "Usage",
+    "What the task consumed over all its phases.",
+    {
+        spec.grant: _limit_value(spec, "Settled spend, a decimal string.")
+        for spec in registry.GRANTS
+        if spec.grant and spec.usage != registry.CLOCK
+    },
+)
+Remaining = _serializer(
+    "Remaining",
+    "What is left under the current limits, never negative.",
+    {
+        spec.grant: _limit_value(spec, "Also minus outstanding reservations.")
+        for spec in registry.GRANTS
+        if spec.grant and spec.remaining
+    },
+)
+Limits = _serializer(
+    "Limits",
+    "The task's own limits, copied from its profile at creation.",
+    {spec.name: _limit_value(spec) for spec in registry.TASK_LIMITS},
+)
 
 
 class ReportOperation(s.Serializer):

@@ -24,8 +24,7 @@ from agents.api.fields import (
     StrictStr,
 )
 from agents.errors import BadInput
-from agents.guard import terms
-from agents.guard.limits import CHOICES, INT_FIELDS, PROFILE_INT_FIELDS
+from agents.guard import registry, terms
 from agents.models import Agent, LimitProfile
 from agents.services import configuration
 
@@ -80,48 +79,16 @@ class StrictNumber(serializers.FloatField):
         return super().to_internal_value(data)
 
 
-_D = terms.Limits()  # the defaults quoted below: one definition, the guard core's
-LIMIT_HELP = {
-    "max_model_calls": f"Paid model calls (default {_D.max_model_calls}).",
-    "max_tool_requests": "Tool requests: executed, reused and blocked "
-    f"(default {_D.max_tool_requests}).",
-    "max_tool_executions": f"Real tool executions (default {_D.max_tool_executions}).",
-    "max_same_call": f"Identical calls allowed in the window (default {_D.max_same_call}).",
-    "repeat_action": "`block` nudges the model once with BLOCK, then stops; `stop` stops at once.",
-    "max_cycle_period": "Longest cycle period detected "
-    f"(default {_D.max_cycle_period}; a longer period is stricter).",
-    "max_stagnant": f"Consecutive steps without verified progress (default {_D.max_stagnant}).",
-    "max_retries": f"RETRYABLE attempts, all layers together (default {_D.max_retries}).",
-    "max_polls": f"PENDING polls (default {_D.max_polls}).",
-    "deadline_seconds": "Wall-clock seconds per task "
-    f"(default {_D.deadline_seconds}; a resume grant extends it).",
-    "max_tokens": f"Prompt plus completion tokens (default {_D.max_tokens}).",
-    "max_cost": f"Money, in the currency of the price table (default {_D.max_cost}).",
-    "default_estimate_tokens": "Tokens a model-call gate without an estimate reserves, when the "
-    f"model's price row has no default estimate (default {_D.default_estimate_tokens}; an agent "
-    "may only raise it).",
-    "progress_mode": "`evidence`: only evidence.revision counts as progress; `novelty`: a data "
-    "hash never seen in the task counts too.",
-    "near_duplicate_threshold": "0..1 similarity from which calls of one tool count as the same "
-    "call; null disables the check.",
-    "lease_seconds": "How long an IN_FLIGHT claim lives without a result "
-    f"(default {_D.lease_seconds}).",
-    "max_tasks_per_trigger": "Tasks one trigger_key may create per window (profiles only).",
-    "trigger_window_seconds": "That window, in seconds; beyond it creation answers 429.",
-}
-
-
 def _limit_field(name: str) -> serializers.Field:
-    help_text = LIMIT_HELP[name]
-    ints = {**INT_FIELDS, **PROFILE_INT_FIELDS}
-    if name in ints:
-        top = JSON_INT_MAX if name == "max_tokens" else None
-        kwargs = {"max_value": top} if top else {}
-        return StrictInt(required=False, min_value=ints[name], help_text=help_text, **kwargs)
-    if name == "max_cost":
+    spec = registry.BY_NAME[name]
+    help_text = spec.help_text
+    if spec.kind in registry.WHOLE:
+        kwargs = {"max_value": JSON_INT_MAX} if spec.kind == registry.TOKENS else {}
+        return StrictInt(required=False, min_value=spec.minimum, help_text=help_text, **kwargs)
+    if spec.kind == registry.MONEY:
         return Money(required=False, help_text=help_text)
-    if name in CHOICES:
-        return serializers.ChoiceField(list(CHOICES[name]), required=False, help_text=help_text)
+    if spec.kind == registry.CHOICE:
+        return serializers.ChoiceField(list(spec.choices), required=False, help_text=help_text)
     return StrictNumber(
         required=False, allow_null=True, min_value=0, max_value=1, help_text=help_text
     )
@@ -362,8 +329,7 @@ class ProfileIn(Strict):
                 max_length=LimitProfile._meta.get_field("description").max_length,
             ),
         }
-        names = [*terms.Limits.names(), *PROFILE_INT_FIELDS]
-        fields.update({name: _limit_field(name) for name in names})
+        fields.update({spec.name: _limit_field(spec.name) for spec in registry.LIMITS})
         return fields
 
 

@@ -10,7 +10,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import selectors
+from agents import roles, selectors
 from agents.api import envelope, pagination
 from agents.api import responses as r
 from agents.api import serializers as s
@@ -59,7 +59,7 @@ def visible_task(request, task_id) -> Task:
     """An agent sees only its own tasks (others answer 404); users need view_task."""
     agent = agent_of(request)
     if agent is None:
-        require_perm(request, "agents.view_task")
+        require_perm(request, roles.VIEW_TASK)
     query = Task.objects.select_related("agent", "profile")
     if agent is not None:
         query = query.filter(agent=agent)
@@ -85,7 +85,7 @@ class TaskList(APIView):
     def get(self, request):
         agent = agent_of(request)
         if agent is None:
-            require_perm(request, "agents.view_task")
+            require_perm(request, roles.VIEW_TASK)
         state = request.query_params.get("state")
         if state is not None and state not in terms.TASK_STATES:  # `state=` names no state either
             raise BadInput(
@@ -298,7 +298,7 @@ class TaskStop(APIView):
         data = _valid(s.StopIn, request)
         agent = agent_of(request)
         if agent is None:
-            require_perm(request, "agents.stop_task")
+            require_perm(request, roles.STOP_TASK)
             task, _stopped = operator.task_stop(task_id=task_id, user=request.user, **data)
         else:
             task, _stopped = operator.task_stop(task_id=task_id, agent=agent, **data)
@@ -321,7 +321,7 @@ class TaskResume(APIView):
         responses=r.answers({200: r.Task}, 409, body=True),
     )
     def post(self, request, task_id):
-        require_perm(request, "agents.resume_task")
+        require_perm(request, roles.RESUME_TASK)
         data = _valid(s.ResumeIn, request)
         task = operator.task_resume(
             task_id=task_id, user=request.user, reason=data["reason"], grant=data.get("grant")
@@ -340,7 +340,7 @@ class TaskLimits(APIView):
         responses=r.answers({200: r.Task}, 409, body=True),
     )
     def patch(self, request, task_id):
-        require_perm(request, "agents.change_task_limits")
+        require_perm(request, roles.CHANGE_TASK_LIMITS)
         data = dict(_valid(s.LimitsPatchIn, request))
         reason = data.pop("reason", "")
         task = operator.task_set_limits(

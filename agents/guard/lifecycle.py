@@ -13,11 +13,14 @@ from decimal import Decimal
 from typing import Any
 
 from agents.guard.limits import COST_PLACES, decimal_places, largest
+from agents.guard.registry import GRANT_LIMITS
 from agents.guard.terms import (
     COMPLETED,
     CONTINUE,
+    GUARD_STOPPED,
     NEEDS_HUMAN,
     PARTIAL,
+    REASON_CODES,
     RUNNING,
     STOPPED,
     GuardError,
@@ -33,19 +36,8 @@ from agents.guard.transitions import (
     to_decimal,
 )
 
-STOP_REASONS = ("operator_stop", "agent_stop", "agent_paused")
-
-# A resume grant's dimension -> the limit it raises.
-GRANT_LIMITS: dict[str, str] = {
-    "model_calls": "max_model_calls",
-    "tool_requests": "max_tool_requests",
-    "tool_executions": "max_tool_executions",
-    "retries": "max_retries",
-    "polls": "max_polls",
-    "tokens": "max_tokens",
-    "cost": "max_cost",
-    "seconds": "deadline_seconds",
-}
+# The stops by a person or an agent: the reasons whose code is GUARD_STOPPED (never a trip).
+STOP_REASONS = tuple(reason for reason, code in REASON_CODES.items() if code == GUARD_STOPPED)
 
 
 def finish(task: TaskState, evidence: Any, now: datetime) -> Outcome:

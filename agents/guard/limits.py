@@ -12,52 +12,26 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from agents.guard.registry import (
+    BY_NAME,
+    CHOICE,
+    COST_PLACES,
+    HIGHER,
+    MAX_COST,
+    MONEY,
+    PROFILE_DEFAULTS,
+    WHOLE,
+    Limit,
+)
 from agents.guard.terms import LimitError, Limits
 from agents.guard.transitions import is_int, to_decimal
 
-INT_MAX = 2_147_483_647  # PositiveIntegerField on every database Django supports
-BIGINT_MAX = 9_223_372_036_854_775_807
-
-# Integer limits and their smallest sensible value. max_retries/max_polls may be 0 (no retry,
-# no poll); a cycle has a period of at least 2; everything else needs at least one.
-INT_FIELDS: dict[str, int] = {
-    "max_model_calls": 1,
-    "max_tool_requests": 1,
-    "max_tool_executions": 1,
-    "max_same_call": 1,
-    "max_cycle_period": 2,
-    "max_stagnant": 1,
-    "max_retries": 0,
-    "max_polls": 0,
-    "deadline_seconds": 1,
-    "max_tokens": 1,
-    "lease_seconds": 1,
-    "default_estimate_tokens": 1,
-}
-# Limit-profile fields that a task does not copy (task creation rate per trigger), with their
-# smallest sensible value and their default (the task limits' defaults are `Limits()`'s).
-PROFILE_INT_FIELDS: dict[str, int] = {
-    "max_tasks_per_trigger": 1,
-    "trigger_window_seconds": 1,
-}
-PROFILE_DEFAULTS: dict[str, int] = {
-    "max_tasks_per_trigger": 5,
-    "trigger_window_seconds": 3600,
-}
-CHOICES: dict[str, tuple[str, ...]] = {
-    "repeat_action": ("block", "stop"),
-    "progress_mode": ("evidence", "novelty"),
-}
-# Money columns hold 14 digits with 6 after the point.
-MAX_COST = Decimal("99999999.999999")
-COST_PLACES = 6
-
 
 def largest(name: str) -> int | Decimal:
-    """The largest value the limit `name` may hold (its column's)."""
-    if name == "max_cost":
-        return MAX_COST
-    return BIGINT_MAX if name == "max_tokens" else INT_MAX
+    """The largest value the whole number or money limit `name` may hold (its column's)."""
+    top = BY_NAME[name].maximum
+    assert isinstance(top, (int, Decimal)), name
+    return top
 
 
 def decimal_places(amount: Decimal) -> int:
@@ -66,12 +40,12 @@ def decimal_places(amount: Decimal) -> int:
     return -exponent if isinstance(exponent, int) else 0
 
 
-def _check_int(name: str, value: Any, minimum: int) -> tuple[int | None, str | None]:
+def _check_int(spec: Limit, value: Any) -> tuple[int | None, str | None]:
     if not is_int(value):
         return None, "Must be an integer."
-    top = largest(name)
-    if value < minimum:
-        return None, f"Must be at least {minimum}."
+    top = largest(spec.name)
+    if value < spec.minimum:
+        return None, f"Must be at least {spec.minimum}."
     if value > top:
         return None, f"Must be at most {top}."
     return value, None
@@ -110,21 +84,20 @@ def _check_all(raw: Any, profile: bool) -> tuple[dict[str, Any], dict[str, str]]
     """(clean values, errors by field) for every field given in `raw`."""
     if not isinstance(raw, dict):
         return {}, {"limits": "Must be an object."}
-    ints = dict(INT_FIELDS, **(PROFILE_INT_FIELDS if profile else {}))
-    known = set(ints) | set(CHOICES) | {"max_cost", "near_duplicate_threshold"}
     errors: dict[str, str] = {}
     clean: dict[str, Any] = {}
     for name, value in raw.items():
-        if name not in known:
+        spec = BY_NAME.get(name)
+        if spec is None or (spec.profile_only and not profile):
             errors[name] = "Unknown limit."
             continue
         checked: int | float | Decimal | str | None
-        if name in ints:
-            checked, error = _check_int(name, value, ints[name])
-        elif name in CHOICES:
-            ok = isinstance(value, str) and value in CHOICES[name]
-            checked, error = (value, None) if ok else (None, f"One of {', '.join(CHOICES[name])}.")
-        elif name == "max_cost":
+        if spec.kind in WHOLE:
+            checked, error = _check_int(spec, value)
+        elif spec.kind == CHOICE:
+            ok = isinstance(value, str) and value in spec.choices
+            checked, error = (value, None) if ok else (None, f"One of {', '.join(spec.choices)}.")
+        elif spec.kind == MONEY:
             checked, error = _check_cost(value)
         else:
             checked, error = _check_threshold(value)
@@ -157,30 +130,25 @@ def validate_limits(raw: dict[str, Any], partial: bool, *, profile: bool = False
 def _tighten_error(name: str, value: Any, base: Limits) -> str | None:
     """None when `value` is at least as strict as the profile's value for `name`."""
     current = getattr(base, name)
-    if name == "max_cycle_period":
-        # A longer period catches more cycles: stricter is higher, unlike every other count.
-        return None if value >= current else f"May only be raised (profile detects {current})."
-    if name == "default_estimate_tokens":
-        # A larger reservation for a gate without an estimate is the stricter one.
-        return None if value >= current else f"May only be raised (profile reserves {current})."
-    if name in INT_FIELDS:
-        return None if value <= current else f"May only be lowered (profile allows {current})."
-    if name == "max_cost":
-        allowed = to_decimal(current)
-        return None if value <= allowed else f"May only be lowered (profile allows {allowed})."
-    if name == "repeat_action":
-        ok = value == current or value == "stop"
-        return None if ok else "May only go from block to stop."
-    if name == "progress_mode":
-        ok = value == current or value == "evidence"
-        return None if ok else "May only go from novelty to evidence."
-    if name == "near_duplicate_threshold":
-        if current is None:
+    spec = BY_NAME[name]
+    if spec.kind == CHOICE:
+        if value == current or value == spec.stricter:
             return None
-        if value is None:
-            return "May not be disabled; the profile sets it."
-        return None if value <= current else f"May only be lowered (profile sets {current})."
-    return "Unknown limit."
+        looser = next(choice for choice in spec.choices if choice != spec.stricter)
+        return f"May only go from {looser} to {spec.stricter}."
+    if current is None:  # a ratio that is off: any value turns it on
+        return None
+    if value is None:
+        return f"May not be disabled; the profile {spec.says} it."
+    if spec.kind == MONEY:
+        current = to_decimal(current)
+    if spec.stricter == HIGHER:
+        verb = "raised"
+        ok = value >= current
+    else:
+        verb = "lowered"
+        ok = value <= current
+    return None if ok else f"May only be {verb} (profile {spec.says} {current})."
 
 
 def tighten_limits(base: Limits, requested: dict[str, Any] | None) -> Limits:

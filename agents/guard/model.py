@@ -12,6 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TypeGuard
 
+from agents.guard.registry import BY_NAME, used
 from agents.guard.similarity import lexical, text_similarity
 from agents.guard.terms import (
     ALLOW,
@@ -72,6 +73,12 @@ def reads_spent_today(daily_cap: Decimal | None) -> TypeGuard[Decimal]:
     return daily_cap is not None
 
 
+# What the gate counts against these budgets (taken plus reserved): the console's bars and the
+# report's `remaining` count the same, `registry.used`.
+_TOKENS = BY_NAME["max_tokens"]
+_COST = BY_NAME["max_cost"]
+
+
 def gate_model_call(
     task: TaskState, req: ModelCallRequest, agent: AgentView, now: datetime
 ) -> Outcome:
@@ -84,11 +91,11 @@ def gate_model_call(
     if task.model_calls >= limits.max_model_calls:
         return halt(task, PARTIAL, "model_budget")
     tokens = max(1, int(req.estimate_tokens))
-    if task.tokens_used + task.tokens_reserved + tokens > limits.max_tokens:
+    if used(_TOKENS, task) + tokens > limits.max_tokens:
         return halt(task, PARTIAL, "token_budget")
     # A negative estimate would release other calls' reservations; the gate never trusts it.
     estimate = max(Decimal("0"), to_decimal(req.estimate_cost))
-    if task.cost_spent + task.cost_reserved + estimate > to_decimal(limits.max_cost):
+    if used(_COST, task) + estimate > to_decimal(limits.max_cost):
         return halt(task, PARTIAL, "cost_budget")
     if reads_spent_today(agent.daily_cap) and to_decimal(agent.spent_today) + estimate > (
         to_decimal(agent.daily_cap)
@@ -114,12 +121,18 @@ def settle_usage(task: TaskState, usage: UsageReport, now: datetime) -> Outcome:
     task.tokens_used += max(0, int(usage.tokens))
     if task.terminal:
         return already_stopped(task)
-    if note_plan(task.signatures, usage.signature) == REPEATED_OUTPUT_RUN:
-        return halt(task, PARTIAL, "repeated_output")
-    threshold = task.limits.near_duplicate_threshold
-    if threshold is not None and _similar_output(task, usage, threshold):
-        return halt(task, PARTIAL, "repeated_output")
-    return Outcome(decision=CONTINUE)
+    run = note_plan(task.signatures, usage.signature)
+    marks: dict[str, int | str] | None = {"same_plan": run} if run > 1 else None
+    if run == REPEATED_OUTPUT_RUN:
+        outcome = halt(task, PARTIAL, "repeated_output")
+    else:
+        threshold = task.limits.near_duplicate_threshold
+        if threshold is not None and _similar_output(task, usage, threshold):
+            outcome = halt(task, PARTIAL, "repeated_output")
+        else:
+            outcome = Outcome(decision=CONTINUE)
+    outcome.marks = marks
+    return outcome
 
 
 def note_plan(signatures: list[str], signature: str) -> int:
@@ -128,9 +141,8 @@ def note_plan(signatures: list[str], signature: str) -> int:
     non-empty signatures the streak now ends with (0 for a turn without a tool call).
     REPEATED_OUTPUT_RUN of them is repeated output.
 
-    The rule itself: settle_usage counts with it, and the console's timeline replays a task's
-    usage reports through it (restarting the streak where the guard does, on verified progress
-    and on a status poll), so a "same plan" mark is the guard's count at that report.
+    The rule itself: settle_usage counts with it and marks the report's row with the count
+    (`Outcome.marks`, "same_plan"), which the console's timeline shows.
     """
     signatures.append(signature)
     del signatures[:-REPEATED_OUTPUT_RUN]

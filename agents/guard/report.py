@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from agents.guard.registry import BUDGET_GRANTS, CLOCK, GRANTS, MONEY, used
 from agents.guard.terms import COMPLETED, IN_FLIGHT, REASON_CODES, UNKNOWN, TaskState
 from agents.guard.transitions import to_decimal
 
@@ -29,16 +30,14 @@ def reason_code(reason: str | None) -> str | None:
 
 
 def usage(task: TaskState) -> dict[str, Any]:
-    """What the task consumed over all phases. Cost is settled spend, 4 decimals as text."""
-    return {
-        "model_calls": task.model_calls,
-        "tool_requests": task.tool_requests,
-        "tool_executions": task.tool_executions,
-        "retries": task.retries,
-        "polls": task.polls,
-        "tokens": task.tokens_used,
-        "cost": _money(task.cost_spent),
-    }
+    """What the task consumed over all phases, by grant. Cost is settled spend, 4 decimals as
+    text."""
+    out: dict[str, Any] = {}
+    for spec in GRANTS:
+        if spec.usage and spec.usage != CLOCK:
+            taken = getattr(task, spec.usage)
+            out[spec.grant or spec.name] = _money(taken) if spec.kind == MONEY else taken
+    return out
 
 
 def remaining(task: TaskState) -> dict[str, Any]:
@@ -47,28 +46,14 @@ def remaining(task: TaskState) -> dict[str, Any]:
     Remaining tokens and cost also subtract outstanding reservations: they are promised to
     model calls in progress and cannot be spent again.
     """
-    limits = task.limits
-    cost_left = to_decimal(limits.max_cost) - task.cost_spent - task.cost_reserved
-    return {
-        "model_calls": max(0, limits.max_model_calls - task.model_calls),
-        "tool_requests": max(0, limits.max_tool_requests - task.tool_requests),
-        "tool_executions": max(0, limits.max_tool_executions - task.tool_executions),
-        "tokens": max(0, limits.max_tokens - task.tokens_used - task.tokens_reserved),
-        "cost": _money(max(Decimal("0"), cost_left)),
-    }
+    out: dict[str, Any] = {}
+    for spec in GRANTS:
+        if spec.remaining:
+            left = to_decimal(getattr(task.limits, spec.name)) - used(spec, task)
+            left = max(Decimal("0"), left)
+            out[spec.grant or spec.name] = _money(left) if spec.kind == MONEY else int(left)
+    return out
 
-
-# Budget reasons -> the resume grant dimension that lifts them.
-BUDGET_GRANTS = {
-    "model_budget": "model_calls",
-    "request_budget": "tool_requests",
-    "execution_budget": "tool_executions",
-    "retry_budget": "retries",
-    "poll_budget": "polls",
-    "token_budget": "tokens",
-    "cost_budget": "cost",
-    "deadline": "seconds",
-}
 
 # What to fix before a resume makes sense, for the reasons that are not a budget.
 FIX_FIRST = {

@@ -10,7 +10,7 @@ signatures), so a decision costs the same at call 10 and at call 5,000.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from functools import cached_property
@@ -18,6 +18,9 @@ from typing import Any
 
 from agents.guard.fingerprint import fingerprint
 from agents.guard.novelty import ResultRules
+
+# The limits are declared in the registry; `terms.Limits` names them with the core's other terms.
+from agents.guard.registry import Limits as Limits
 
 # -- states, decisions, reasons -------------------------------------------------------------
 
@@ -106,61 +109,6 @@ def is_trip(reason: str | None) -> bool:
 
 
 BLOCK_CODE = "DUPLICATE_TOOL_CALL_BLOCKED"
-
-
-# -- limits ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Limits:
-    """docs/DESIGN.md section 5. A task copies its profile's limits at creation."""
-
-    max_model_calls: int = 20
-    max_tool_requests: int = 40
-    max_tool_executions: int = 20
-    max_same_call: int = 2
-    repeat_action: str = "block"  # "block" | "stop"
-    max_cycle_period: int = 3
-    max_stagnant: int = 3
-    max_retries: int = 3
-    max_polls: int = 10
-    deadline_seconds: int = 900
-    max_tokens: int = 200_000
-    max_cost: Decimal = Decimal("5.00")
-    progress_mode: str = "evidence"  # "evidence" | "novelty"
-    near_duplicate_threshold: float | None = None
-    lease_seconds: int = 120
-    # Tokens a model-call gate reserves when it carries no estimate and the price table has no
-    # default for the model (docs/DESIGN.md section 4, check 5). Not a budget: an agent may only
-    # raise it at creation, since a smaller reservation is a looser guard.
-    default_estimate_tokens: int = 4000
-
-    # Fields an agent may only tighten at task creation: lower is tighter for all numbers.
-    NUMERIC = (
-        "max_model_calls", "max_tool_requests", "max_tool_executions", "max_same_call",
-        "max_cycle_period", "max_stagnant", "max_retries", "max_polls", "deadline_seconds",
-        "max_tokens", "max_cost", "lease_seconds",
-    )  # fmt: skip
-
-    @classmethod
-    def names(cls) -> list[str]:
-        return list(_LIMIT_NAMES)
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Limits:
-        known = {k: v for k, v in raw.items() if k in _LIMIT_NAMES}
-        limits = cls(**known)
-        limits.max_cost = Decimal(str(limits.max_cost))
-        return limits
-
-    def to_dict(self) -> dict[str, Any]:
-        # Every field is a scalar: no `asdict` (it copies recursively), read on every decision.
-        out = {name: getattr(self, name) for name in _LIMIT_NAMES}
-        out["max_cost"] = str(self.max_cost)
-        return out
-
-
-_LIMIT_NAMES = tuple(f.name for f in fields(Limits))
 
 
 # -- the task as the core sees it ------------------------------------------------------------
@@ -356,6 +304,11 @@ class Outcome:
     wait_ms: int | None = None  # CONTINUE after RETRYABLE / PENDING
     progress: bool = False
     trigger: str | None = None  # a guard rule that fired without stopping (e.g. same_call BLOCK)
+    # What the loop rules counted at this call, stored on its trace row for the console: a
+    # request's "repeat" (occurrences in the window, this one included), "rule"
+    # (the loop rule it trips) and "cycle" (the period of the cycle it completes); a usage
+    # report's "same_plan" (the repeated-output streak, when 2 or more). None: nothing to mark.
+    marks: dict[str, int | str] | None = None
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from agents.guard.transitions import (
 from agents.guard.window import (
     SAME_CALL,
     SHORT_CYCLE,
+    cycle_period,
     is_poll,
     join_window,
     repetition,
@@ -240,6 +241,40 @@ def request_tool(
             return halt(task, NEEDS_HUMAN, "unknown_commit", fingerprint=fp)
 
     poll = is_poll(req.job_id)
+    marks = None if poll else request_marks(task, fp)
+    outcome = _loop_and_budget_checks(
+        task, req, fp, args_text, poll, marks, reuse=reuse, reuse_result=reuse_result
+    )
+    outcome.marks = marks
+    return outcome
+
+
+def request_marks(task: TaskState, fp: str) -> dict[str, int | str]:
+    """What the loop rules count at a (non-poll) request for `fp`, before it is decided: the
+    marks its trace row keeps (`Outcome.marks`)."""
+    marks: dict[str, int | str] = {"repeat": window_count(task, fp) + 1}
+    if rule := repetition(task, fp):
+        marks["rule"] = rule
+    if period := cycle_period(task, fp):
+        marks["cycle"] = period
+    return marks
+
+
+def _loop_and_budget_checks(
+    task: TaskState,
+    req: ToolRequest,
+    fp: str,
+    args_text: str,
+    poll: bool,
+    marks: dict[str, int | str] | None,
+    *,
+    reuse: bool,
+    reuse_result: Any,
+) -> Outcome:
+    """Checks 7-13 of the tool request: the poll budget, the loop rules, REUSE and the
+    execution budget."""
+    limits = task.limits
+    is_write = req.effect == WRITE
     if poll or fp in task.awaited:
         # A status poll, or a restart of a job whose last answer was PENDING (a job started
         # again instead of polled never joins the window): the poll budget (and the deadline)
@@ -253,7 +288,7 @@ def request_tool(
         # streak starts again (docs/DESIGN.md section 4, check 8).
         restart_streak(task)
     else:
-        rule = repetition(task, fp)
+        rule = marks.get("rule") if marks else None
         if rule == SAME_CALL:
             return _repeat(task, fp, SAME_CALL, req.tool, window_count(task, fp), fp)
         if rule == SHORT_CYCLE:

@@ -8,9 +8,8 @@ Progress clears it (and the BLOCK markers that belong to it) before the step tha
 joins. A status poll never meets the repetition rules, and a BLOCKed or stopped request never
 joins the window: nothing ran.
 
-These functions are the rules themselves. The tool gate decides with them, and the console's
-timeline replays a task's trace through them to mark repeats and cycles, so a mark on the task
-page and the guard's decision at that step cannot disagree.
+These functions are the rules themselves. The tool gate decides with them and stores what they
+counted on the request's trace row (`tool.request_marks`); the console's timeline shows it.
 """
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.errors import BadInput, Conflict, NotFound
-from agents.guard import core, terms
-from agents.models import Agent, ApiToken, Event, LimitProfile
+from agents.guard import core, registry, terms
+from agents.models import Agent, ApiToken, Event, EventKind, LimitProfile
 from agents.services.operator import actor_name
 
-# Limit fields a task copies, plus the two that only a profile has (trigger rate limit).
-PROFILE_LIMIT_FIELDS = (*terms.Limits.names(), "max_tasks_per_trigger", "trigger_window_seconds")
+# Limit fields a task copies, plus those only a profile has (its trigger rate).
+PROFILE_LIMIT_FIELDS = tuple(spec.name for spec in registry.LIMITS)
 PROFILE_FIELDS = ("name", "description", *PROFILE_LIMIT_FIELDS)
 # cast: django-stubs types max_length as optional; these CharFields all set it.
 NAME_MAX = cast(int, LimitProfile._meta.get_field("name").max_length)
@@ -121,7 +121,7 @@ def profile_save(*, user, values: dict[str, Any], name: str | None = None) -> Li
             except IntegrityError:  # a racing create of the same name won
                 raise _name_taken() from None
             Event.objects.create(
-                kind="profile_created", actor=actor, actor_user=user, reason=profile.name,
+                kind=EventKind.PROFILE_CREATED, actor=actor, actor_user=user, reason=profile.name,
                 detail={"profile": profile.name, "fields": _profile_values(profile)},
             )  # fmt: skip
             return profile
@@ -140,7 +140,7 @@ def profile_save(*, user, values: dict[str, Any], name: str | None = None) -> Li
             k: {"before": before[k], "after": after[k]} for k in after if before[k] != after[k]
         }
         Event.objects.create(
-            kind="profile_changed", actor=actor, actor_user=user, reason=profile.name,
+            kind=EventKind.PROFILE_CHANGED, actor=actor, actor_user=user, reason=profile.name,
             detail={"profile": profile.name, "changes": changes},
         )  # fmt: skip
     return profile
@@ -167,7 +167,7 @@ def token_issue(*, agent_name: str, user, name: str = "") -> tuple[ApiToken, str
         raw, key_hash, prefix = ApiToken.generate()
         token = ApiToken.objects.create(agent=agent, key_hash=key_hash, prefix=prefix, name=name)
         Event.objects.create(
-            agent=agent, kind="token_issued", actor=actor_name(user), actor_user=user,
+            agent=agent, kind=EventKind.TOKEN_ISSUED, actor=actor_name(user), actor_user=user,
             reason=name, detail={"token": token.pk, "prefix": prefix},
         )  # fmt: skip
     return token, raw
@@ -194,7 +194,7 @@ def token_revoke(
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
         Event.objects.create(
-            agent_id=token.agent_id, kind="token_revoked", actor=actor_name(user),
+            agent_id=token.agent_id, kind=EventKind.TOKEN_REVOKED, actor=actor_name(user),
             actor_user=user, reason=reason,
             detail={"token": token.pk, "prefix": token.prefix,
                     "owner": f"agent:{token.agent.name}" if token.agent is not None
@@ -218,7 +218,7 @@ def profile_delete(*, user, name: str) -> None:
         list(Agent.objects.select_for_update().filter(default_profile__name=name).order_by("pk"))
         profile = _locked_profile(name)
         Event.objects.create(
-            kind="profile_deleted", actor=actor_name(user), actor_user=user,
+            kind=EventKind.PROFILE_DELETED, actor=actor_name(user), actor_user=user,
             reason=profile.name, detail={},
         )  # fmt: skip
         profile.delete()
@@ -255,7 +255,7 @@ def agent_set_allowed_profiles(
         after = sorted(found)
         if before != after:
             Event.objects.create(
-                agent=agent, kind="agent_profiles_changed", actor=actor_name(user),
+                agent=agent, kind=EventKind.AGENT_PROFILES_CHANGED, actor=actor_name(user),
                 actor_user=user, reason=reason,
                 detail={"before": before, "after": after},
             )  # fmt: skip

@@ -13,9 +13,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agents import roles
 from agents.errors import BadInput, Conflict, Forbidden, NotFound
 from agents.guard import core, terms
-from agents.models import Agent, Event, Phase, Task
+from agents.models import Agent, Event, EventKind, Phase, Task
 from agents.redaction import redact
 from agents.services import hooks, stops
 from agents.taskrow import apply_state, lock_task, to_state
@@ -59,13 +60,15 @@ def task_stop(
             )
         if (
             request_id
-            and task.events.filter(kind="stop_requested", detail__request_id=request_id).exists()
+            and task.events.filter(
+                kind=EventKind.STOP_REQUESTED, detail__request_id=request_id
+            ).exists()
         ):
             return task, False
         state = to_state(task)
         outcome = core.stop(state, guard_reason, now)
         Event.objects.create(
-            task=task, agent_id=task.agent_id, kind="stop_requested", phase=task.phase,
+            task=task, agent_id=task.agent_id, kind=EventKind.STOP_REQUESTED, phase=task.phase,
             actor=who, actor_user=user, reason=reason,
             detail={"request_id": request_id, "applied": outcome.stopped_now},
         )  # fmt: skip
@@ -97,7 +100,7 @@ def task_label_stop(*, task_id: uuid.UUID | str, label: str, user) -> Task:
             # Console only (no API endpoint labels a stop), so no error code of its own.
             raise Conflict("Only a breaker trip can be labelled: the guard did not stop this task.")
         Event.objects.create(
-            task=task, agent_id=task.agent_id, kind="stop_labelled", phase=task.phase,
+            task=task, agent_id=task.agent_id, kind=EventKind.STOP_LABELLED, phase=task.phase,
             actor=actor_name(user), actor_user=user, reason=task.reason,
             detail={"label": label, "before": task.loop_label},
         )  # fmt: skip
@@ -116,7 +119,7 @@ def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
 
 # Who may grant beyond the bound: the permission that lets a user change a task's limits at
 # will (the admins group) would let them raise any limit anyway.
-UNBOUNDED_GRANT_PERM = "agents.change_task_limits"
+UNBOUNDED_GRANT_PERM = roles.CHANGE_TASK_LIMITS
 
 
 def may_exceed_grant_bound(user) -> bool:
@@ -179,7 +182,7 @@ def task_resume(
             grant={k: str(v) for k, v in parsed.items()},
         )  # fmt: skip
         Event.objects.create(
-            task=task, agent_id=task.agent_id, kind="task_resumed", phase=task.phase,
+            task=task, agent_id=task.agent_id, kind=EventKind.TASK_RESUMED, phase=task.phase,
             actor=actor_name(user), actor_user=user, reason=reason,
             detail={"grant": {k: str(v) for k, v in parsed.items()}},
         )  # fmt: skip
@@ -210,7 +213,7 @@ def task_set_limits(
         task.limits = merged
         task.save()
         Event.objects.create(
-            task=task, agent_id=task.agent_id, kind="limits_changed", phase=task.phase,
+            task=task, agent_id=task.agent_id, kind=EventKind.LIMITS_CHANGED, phase=task.phase,
             actor=actor_name(user), actor_user=user, reason=reason,
             detail={"before": {k: before.get(k) for k in clean},
                     "after": {k: merged[k] for k in clean}},
@@ -236,7 +239,7 @@ def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
         agent.paused_reason = reason if paused else ""
         agent.save(update_fields=["paused", "paused_reason"])
         Event.objects.create(
-            agent=agent, kind="agent_paused" if paused else "agent_unpaused",
+            agent=agent, kind=EventKind.AGENT_PAUSED if paused else EventKind.AGENT_UNPAUSED,
             actor=actor_name(user), actor_user=user, reason=reason,
         )  # fmt: skip
     return agent

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from agents.errors import BadInput
-from agents.models import Event, ToolPolicy
+from agents.models import Event, EventKind, ToolPolicy
 from agents.services.operator import actor_name
 
 
@@ -36,7 +36,7 @@ def tool_policy_ignore_result_fields(
         policy.ignore_result_fields = after
         policy.save(update_fields=["ignore_result_fields", "updated_at"])
         Event.objects.create(
-            kind="tool_policy_changed", actor=actor_name(user), actor_user=user,
+            kind=EventKind.TOOL_POLICY_CHANGED, actor=actor_name(user), actor_user=user,
             reason=reason or f"ignore_result_fields for {tool}",
             detail={"tool": tool, "field": "ignore_result_fields",
                     "before": before, "after": after},

@@ -23,7 +23,7 @@ from agents.db.prepared import Prepared, decision_transaction, insert_row, save_
 from agents.errors import Conflict, NotFound
 from agents.guard import core, terms
 from agents.guard import novelty as novelty_rules
-from agents.models import Agent, Event, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
+from agents.models import Agent, Event, EventKind, ModelCall, SeenHash, Task, ToolCall, ToolPolicy
 from agents.services import answers, catalog, embeddings, hooks, stops
 from agents.services.common import (
     agent_view,
@@ -216,8 +216,9 @@ def model_call_usage(
         call.signature = signature
         call.tool_calls = tool_calls
         call.settled_at = now
+        call.marks = outcome.marks
         save_columns(call, ["prompt_tokens", "completion_tokens", "cost", "signature",
-                            "tool_calls", "settled_at"])  # fmt: skip
+                            "tool_calls", "settled_at", "marks"])  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")
         answers.keep(task, request, answers.usage_answer(task, outcome))
     hooks.decision_logged(task, "usage", outcome, model_call=call)
@@ -417,6 +418,7 @@ def _tool_call_request_once(
                 decision=outcome.decision,
                 reason=outcome.reason or "",
                 operation=operation,
+                marks=outcome.marks,
             )
             if outcome.operation_state == terms.UNKNOWN and operation is not None:
                 ledger.lease_expire(operation, task=task, now=now, actor="system:guard")
@@ -438,7 +440,7 @@ def _tool_call_request_once(
             insert_row(call)
             if outcome.trigger:
                 Event.objects.create(
-                    task=task, agent=agent, kind="guard_trigger", phase=task.phase,
+                    task=task, agent=agent, kind=EventKind.GUARD_TRIGGER, phase=task.phase,
                     actor="system:guard", reason=outcome.trigger,
                     code=terms.REASON_CODES.get(outcome.trigger) or "",
                     detail={"decision": outcome.decision, "tool": tool,
@@ -631,7 +633,7 @@ def task_finish(
         outcome = core.finish(state, evidence, now)
         if outcome.stopped_now:
             insert_row(Event(
-                task=task, agent=agent, kind="finish_requested", phase=task.phase,
+                task=task, agent=agent, kind=EventKind.FINISH_REQUESTED, phase=task.phase,
                 actor=f"agent:{agent.name}", detail={"answer": answer, "evidence": evidence},
             ))  # fmt: skip
         _finish_decision(task, state, outcome, now, f"agent:{agent.name}")

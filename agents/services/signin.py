@@ -14,12 +14,12 @@ from django.core.validators import validate_ipv46_address
 from django.db import transaction
 
 from agents.errors import BadInput
-from agents.models import Event
+from agents.models import Event, EventKind
 from agents.selectors import SIGNIN_TARGETS, signin_failures
 from agents.services.operator import actor_name
 
-LOCKED_OUT = "signin_locked_out"
-UNLOCKED = "signin_unlocked"
+LOCKED_OUT = EventKind.SIGNIN_LOCKED_OUT
+UNLOCKED = EventKind.SIGNIN_UNLOCKED
 REASON_MAX = 2000
 
 

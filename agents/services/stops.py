@@ -21,7 +21,7 @@ from django.dispatch import Signal
 
 from agents.db.prepared import insert_row, update_rows
 from agents.guard import core, terms
-from agents.models import Event, Phase, Task
+from agents.models import Event, EventKind, Phase, Task
 from agents.taskrow import apply_state, save_task
 from ledger.selectors import operations_of
 
@@ -62,7 +62,9 @@ def record_stop(
         Event(
             task=task,
             agent_id=task.agent_id,
-            kind="task_stopped" if task.state != terms.COMPLETED else "task_completed",
+            kind=EventKind.TASK_STOPPED
+            if task.state != terms.COMPLETED
+            else EventKind.TASK_COMPLETED,
             phase=task.phase,
             actor=actor,
             actor_user=actor_user,

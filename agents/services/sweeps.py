@@ -22,7 +22,7 @@ from agents import selectors
 from agents.db.day_money import move_day_money
 from agents.errors import NotFound
 from agents.guard import core, terms
-from agents.models import UNSETTLED, Event, ModelCall, Task
+from agents.models import UNSETTLED, Event, EventKind, ModelCall, Task
 from agents.services import hooks, stops
 from agents.taskrow import apply_state, lock_task, release_execution, save_task, to_state
 from ledger import services as ledger
@@ -168,7 +168,8 @@ def sweep_reservations(
             )  # fmt: skip
             move_day_money(task.agent_id, call.created_at.date(), reserved=-amount, spent=amount)
             Event.objects.create(
-                task=task, agent_id=task.agent_id, kind="reservation_expired", phase=call.phase,
+                task=task, agent_id=task.agent_id, kind=EventKind.RESERVATION_EXPIRED,
+                phase=call.phase,
                 actor="system:reservation_sweep",
                 detail={"model_call": call.pk, "seq": call.seq, "charged": str(amount),
                         "tokens": call.reserved_tokens, "timeout_seconds": timeout},

@@ -10,8 +10,8 @@ from django.utils import timezone
 from agents.db.prepared import decision_transaction, insert_row
 from agents.errors import Conflict, Forbidden, TriggerLoop
 from agents.guard import core, terms
-from agents.guard.limits import PROFILE_DEFAULTS
-from agents.models import Agent, Event, LimitProfile, Phase, Task
+from agents.guard.registry import PROFILE_DEFAULTS
+from agents.models import Agent, Event, EventKind, LimitProfile, Phase, Task
 
 DEFAULT_PROFILE = "default"
 
@@ -95,7 +95,7 @@ def task_create(
             ).count()  # fmt: skip
             if recent >= per_trigger:
                 Event.objects.create(
-                    agent=agent, kind="trigger_loop", actor=f"agent:{agent.name}",
+                    agent=agent, kind=EventKind.TRIGGER_LOOP, actor=f"agent:{agent.name}",
                     reason=trigger_key, code="TRIGGER_LOOP",
                     detail={"trigger_key": trigger_key, "recent": recent, "limit": per_trigger},
                 )  # fmt: skip
@@ -120,7 +120,8 @@ def task_create(
             insert_row(task)
             insert_row(Phase(task=task, number=1, reason="created"))
             insert_row(Event(
-                task=task, agent=agent, kind="task_created", phase=1, actor=f"agent:{agent.name}",
+                task=task, agent=agent, kind=EventKind.TASK_CREATED, phase=1,
+                actor=f"agent:{agent.name}",
                 detail={"profile": chosen.name if chosen else None, "limits": limits or {}},
             ))  # fmt: skip
     if refused is not None:

@@ -5,6 +5,7 @@ from decimal import Decimal
 import pytest
 
 from agents.guard.core import LimitError, tighten_limits, validate_limits
+from agents.guard.registry import LOWER, TASK_LIMITS, WHOLE
 from agents.guard.terms import Limits
 
 # -- an agent tightening its profile at task creation ------------------------------------------
@@ -17,7 +18,7 @@ def test_no_requested_limits_gives_a_copy_of_the_profile():
 
 
 def test_an_agent_may_lower_every_numeric_limit_but_the_cycle_period():
-    requested = {name: 2 for name in Limits.NUMERIC if name not in ("max_cost", "max_cycle_period")}
+    requested = {s.name: 2 for s in TASK_LIMITS if s.kind in WHOLE and s.stricter == LOWER}
     requested["max_cost"] = "0.5"
     task_limits = tighten_limits(Limits(), requested)
     assert task_limits.max_model_calls == 2

@@ -24,7 +24,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
 from agents.guard import terms
-from agents.models import Agent, Event, ModelCall, Phase, Task, ToolCall
+from agents.models import Agent, Event, EventKind, ModelCall, Phase, Task, ToolCall
 from ledger.models import Operation
 
 BUDGET_MS = 200
@@ -130,8 +130,9 @@ class Command(BaseCommand):
         )  # fmt: skip
         ToolCall.objects.filter(pk=last.pk).update(operation=operation, effect=terms.WRITE)
         Event.objects.bulk_create([
-            Event(task=task, agent=agent, kind="guard_trigger", phase=1, actor="system:guard",
-                  reason="same_call", code="GUARD_LOOP_DETECTED", detail={"decision": "BLOCK"})
+            Event(task=task, agent=agent, kind=EventKind.GUARD_TRIGGER, phase=1,
+                  actor="system:guard", reason="same_call", code="GUARD_LOOP_DETECTED",
+                  detail={"decision": "BLOCK"})
             for _ in range(40)
         ])  # fmt: skip
         return task

@@ -1,11 +1,12 @@
-"""The timeline's loop marks agree with the guard's decisions, step by step.
+"""The timeline shows the marks the guard stored on each trace row when it decided.
 
-Traces are played through the same services the runner API calls (so every decision is the
-guard core's), then the task page's timeline is read back and each tool call's marks are
-compared with the decision stored on that call: a call the guard answered BLOCK or STOP for
-same_call carries a repeat above the limit, a short_cycle stop carries a cycle, and a call the
-guard let through carries neither. BLOCKed calls, pending calls, polls, reused writes, novelty
-and evidence progress, a resume, and the labelled traces of agents.loop_eval are all covered.
+Traces are played through the same services the runner API calls (so every decision and every
+mark is the guard core's), then the task page's timeline is read back: each row shows exactly
+the marks stored on its call, and those marks match the decision stored beside them (a call the
+guard answered BLOCK or STOP for same_call carries a repeat above the limit, a short_cycle stop
+carries a cycle, and a call the guard let through carries neither). BLOCKed calls, pending
+calls, polls, reused writes, novelty and evidence progress, a resume, and the labelled traces
+of agents.loop_eval are all covered.
 
 The "same plan" marks likewise: model calls are settled through the same services, and each
 model call's mark is compared with the guard's repeated-output streak right after its usage
@@ -25,7 +26,7 @@ from agents.guard import terms
 from agents.guard.model import REPEATED_OUTPUT_RUN
 from agents.models import LimitProfile, Task, ToolCall
 from agents.services import operator, runner, tasks
-from console.timeline import timeline
+from console.timeline import Marks, timeline
 
 # The repetition rules run after these request checks; a call they stopped earlier says
 # nothing about the window (the guard never asked).
@@ -71,6 +72,15 @@ def _step(agent, task: Task, tool: str, args: dict, **result: Any) -> terms.Outc
     return outcome
 
 
+def shown(stored: dict | None) -> Marks:
+    """The marks a row should show for what its call stored."""
+    stored = stored or {}
+    return Marks(
+        repeat=stored.get("repeat", 0), cycle=stored.get("cycle", 0),
+        rule=stored.get("rule", ""), same_plan=stored.get("same_plan", 0),
+    )  # fmt: skip
+
+
 def assert_marks_agree(task: Task) -> dict[str, int]:
     """Every mark against the decision on its call; returns how many of each were compared."""
     task.refresh_from_db()
@@ -79,6 +89,7 @@ def assert_marks_agree(task: Task) -> dict[str, int]:
     assert len(rows) == task.tool_call_rows.count(), "the trace fits one page"
     seen = {"passed": 0, "same_call": 0, "short_cycle": 0}
     for call in task.tool_call_rows.order_by("seq"):
+        assert rows[call.seq].marks == shown(call.marks), f"call {call.seq}"
         if not call.fingerprint or call.job_id:
             continue
         reached = call.decision in REACHED_REPETITION or (
@@ -266,6 +277,8 @@ def assert_plans_agree(task: Task, answers: list[tuple[int, terms.Outcome, int]]
     task.refresh_from_db()
     rows = {row.seq: row for row in timeline(task).rows if row.kind == "model"}
     assert len(rows) == task.model_call_rows.count(), "the trace fits one page"
+    for call in task.model_call_rows.all():
+        assert rows[call.seq].marks == shown(call.marks), f"model call {call.seq}"
     for seq, outcome, streak in answers:
         mark = rows[seq].marks.same_plan
         where = f"model call {seq} ({outcome.decision} {outcome.reason})"
@@ -392,5 +405,23 @@ def test_a_cycle_of_calls_whose_results_never_arrived(agent):
     _, outcome = _ask(agent, task, "search", {"q": "b"})
     assert (outcome.decision, outcome.reason) == (terms.STOP, "short_cycle")
     assert assert_marks_agree(task)["short_cycle"] == 1
+    # The request that completed the cycle carries it: the guard decided there.
     cycles = [row.marks.cycle for row in timeline(task).rows if row.kind == "tool"]
-    assert cycles == [2, 2, 2, 2]
+    assert cycles == [0, 0, 0, 2]
+
+
+def test_the_page_shows_each_stored_mark_and_none_on_rows_from_before_marks(agent, as_operator):
+    task = _task(agent, max_same_call=3)
+    for tool in ("check_stock", "check_supplier", "check_stock", "check_supplier"):
+        _step(agent, task, tool, {"sku": "SKU-7"})
+    stored = {row.seq: row.marks for row in task.tool_call_rows.all()}
+    assert stored[4] == {"repeat": 2, "rule": "short_cycle", "cycle": 2}
+    page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
+    assert page.count("cycle (2)</span>") == 1
+    assert page.count("repeat ×2</span>") == 2
+    assert "1 cycle completed" in page and "2 repeats" in page
+
+    # A row written before the guard stored marks (null) shows none, whatever its neighbours.
+    task.tool_call_rows.update(marks=None)
+    page = as_operator.get(f"/tasks/{task.pk}/").content.decode()
+    assert "cycle (2)</span>" not in page and "repeat ×" not in page
