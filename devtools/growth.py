@@ -7,11 +7,13 @@ stop events) by one `INSERT ... SELECT` per table that multiplies each seeded ta
 trace length in the database (a recursive series: PostgreSQL and SQLite both run it), so
 millions of rows never pass through Python.
 
-Spreads: tasks over the days from `OLDEST_DAY` to `NEWEST_DAY` ago (more of them recent), over
+Spreads: tasks at one daily rate over the days from `OLDEST_DAY` to `NEWEST_DAY` ago, over
 `AGENTS` agents (a few busy, many quiet: Zipf weights), over the terminal states (mostly
-COMPLETED), with traces of 2 to 48 calls. History ends `NEWEST_DAY` days ago, so today's and
-yesterday's work, what the dashboard, the rollup job and a decision see first, is the same at
-every size: what is measured is the cost of the history alone.
+COMPLETED), with traces of 2 to 48 calls, written in time order as a live system appends them.
+The small history is the most recent weeks (`history_days`), the large one adds the older
+days, so a page about the last 30 days reads the same rows at both sizes, and today's and
+yesterday's work (`seed_today`) is the same too: what is measured is the cost of the history
+alone.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
 from decimal import Decimal
 
 from django.db import connection, transaction
@@ -56,6 +59,13 @@ REASONS = {
 WRITE_EVERY = 4  # one task in four made a write through the ledger
 
 
+def history_days(small: int, large: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The days (newest, oldest) ago of the small history and of what the large one adds."""
+    span = OLDEST_DAY - NEWEST_DAY
+    cut = NEWEST_DAY + max(round(span * small / large), 1)
+    return (NEWEST_DAY, cut), (cut, OLDEST_DAY)
+
+
 @dataclass
 class Seeded:
     tasks: int
@@ -70,8 +80,10 @@ def growth_agents() -> list[Agent]:
     ]
 
 
-def seed_history(tasks: int, *, seed: int = 43) -> Seeded:
-    """Add `tasks` ended tasks with their phases, stop events, trace and ledger rows."""
+def seed_history(tasks: int, *, newest_day: int, oldest_day: int, seed: int = 43) -> Seeded:
+    """Add `tasks` ended tasks with their phases, stop events, trace and ledger rows, created
+    from `oldest_day` (excluded) to `newest_day` (included) days ago, as many each day: two
+    seedings of days that do not overlap are one history at one daily rate."""
     started = time.perf_counter()
     rng = random.Random(f"{seed}-{Task.objects.count()}")
     agents = growth_agents()
@@ -80,14 +92,14 @@ def seed_history(tasks: int, *, seed: int = 43) -> Seeded:
     state_weights = list(STATES.values())
     batch = f"growth-{uuid.uuid4().hex[:12]}"
     now = timezone.now()
+    today = datetime.combine(now.date(), dtime.min, tzinfo=UTC)
     limits = terms.Limits().to_dict()
     made = 0
     while made < tasks:
         rows = []
         for _ in range(min(BATCH, tasks - made)):
-            # More tasks recently: the age in days is skewed towards NEWEST_DAY.
-            age = NEWEST_DAY + (OLDEST_DAY - NEWEST_DAY) * rng.random() ** 1.5
-            created = now - timedelta(days=age, seconds=rng.randrange(86400))
+            day = today - timedelta(days=rng.randrange(newest_day, oldest_day))
+            created = day + timedelta(seconds=rng.randrange(86400 - 3600))
             state = rng.choices(states, state_weights)[0]
             length = rng.randint(1, MAX_TRACE // 2) * 2
             rows.append(
@@ -113,6 +125,7 @@ def seed_history(tasks: int, *, seed: int = 43) -> Seeded:
                     ended_at=created + timedelta(seconds=length * 3),
                 )
             )
+        rows.sort(key=lambda t: t.deadline_at)
         with transaction.atomic():
             created_rows = Task.objects.bulk_create(rows, batch_size=BATCH)
             Phase.objects.bulk_create(
@@ -195,7 +208,8 @@ def _seed_trace(batch: str) -> int:
             "prompt_tokens, completion_tokens, cost, signature, created_at, settled_at, expired) "
             f"SELECT t.id, 2 * s.n - 1, 1, s.n, 'bench-model', 'ALLOW', '', 500, 200, 1000, 700, "
             f"500, 100, 3000, '', {at}, {at}, FALSE "
-            "FROM agents_task t JOIN s ON 2 * s.n <= t.trace_seq WHERE t.external_ref = %s",
+            "FROM agents_task t JOIN s ON 2 * s.n <= t.trace_seq WHERE t.external_ref = %s "
+            "ORDER BY t.created_at, s.n",
             [batch],
         )
         cursor.execute(
@@ -206,7 +220,8 @@ def _seed_trace(batch: str) -> int:
             f"SELECT t.id, 2 * s.n, 1, '', 'fetch_page', {_json('{}')}, 'read', '', '', '', '', "
             "'EXECUTE', '', 'SUCCESS', '', '', 'CONTINUE', '', s.n, 120, "
             f"{at}, {at} "
-            "FROM agents_task t JOIN s ON 2 * s.n <= t.trace_seq WHERE t.external_ref = %s",
+            "FROM agents_task t JOIN s ON 2 * s.n <= t.trace_seq WHERE t.external_ref = %s "
+            "ORDER BY t.created_at, s.n",
             [batch],
         )
         cursor.execute(
@@ -231,26 +246,15 @@ def _seed_rollups(batch: str) -> None:
         key = (created.date(), agent_id)
         calls[key] += model_calls
         totals[key] += cost
-    existing = {
-        (r.day, r.agent_id): r
-        for r in DailyRollup.objects.filter(profile="", agent__name__startswith="growth-")
-    }
-    new, changed = [], []
-    for key, n in calls.items():
-        row = existing.get(key)
-        if row is None:
-            new.append(DailyRollup(day=key[0], agent_id=key[1], model_calls=n, tool_executions=n,
-                                   tokens=n * 600, cost=totals[key]))  # fmt: skip
-        else:
-            row.model_calls += n
-            row.tool_executions += n
-            row.tokens += n * 600
-            row.cost += totals[key]
-            changed.append(row)
-    DailyRollup.objects.bulk_create(new, batch_size=BATCH)
-    DailyRollup.objects.bulk_update(
-        changed, ["model_calls", "tool_executions", "tokens", "cost"], batch_size=BATCH
-    )
+    # Each seeding covers days no other one did (`seed_history`): only new rows.
+    DailyRollup.objects.bulk_create(
+        [
+            DailyRollup(day=day, agent_id=agent_id, model_calls=n, tool_executions=n,
+                        tokens=n * 600, cost=totals[(day, agent_id)])
+            for (day, agent_id), n in calls.items()
+        ],
+        batch_size=BATCH,
+    )  # fmt: skip
 
 
 # -- timing -----------------------------------------------------------------------------------
@@ -273,10 +277,12 @@ LIVE_TASKS = 50  # today's work, the same at every size
 
 @dataclass
 class Measured:
-    """Median milliseconds by item, and the longest transaction of the prune batches."""
+    """Median milliseconds by item; the longest transaction of the prune batches, and the
+    longest its mark held task rows."""
 
     ms: dict[str, float]
     prune_longest_ms: float
+    prune_mark_ms: float
 
 
 class Probe:
@@ -375,7 +381,7 @@ def measure(probe: Probe, *, repeat: int) -> Measured:
     ms["lease sweep"] = median_ms(sweeps.sweep_leases, repeat)
     ms["deadline sweep"] = median_ms(sweeps.sweep_deadlines, repeat)
     # A prune batch is destructive: each run takes the next oldest tasks (as the job would).
-    longest = 0.0
+    longest = mark = 0.0
     spent = []
     for _ in range(max(repeat // 2, 1)):
         result = retention.PruneResult(cutoff=retention.cutoff_of(PRUNE_DAYS))
@@ -386,12 +392,13 @@ def measure(probe: Probe, *, repeat: int) -> Measured:
         retention.prune_round(ids, cutoff=result.cutoff, now=timezone.now(), result=result)
         spent.append((time.perf_counter() - started) * 1000)
         longest = max(longest, result.longest_transaction_ms)
+        mark = max(mark, result.longest_mark_ms)
     ms[f"prune batch ({PRUNE_TASKS} tasks)"] = statistics.median(spent)
     probe.decision()  # warm
     ms["one decision on a fresh task"] = statistics.median(
         probe.decision() for _ in range(repeat * 3)
     )
-    return Measured(ms=ms, prune_longest_ms=longest)
+    return Measured(ms=ms, prune_longest_ms=longest, prune_mark_ms=mark)
 
 
 def analyze() -> None:

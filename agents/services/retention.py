@@ -48,6 +48,9 @@ class PruneResult:
     tasks: int = 0
     rows: dict[str, int] = field(default_factory=dict)
     longest_transaction_ms: float = 0.0  # the longest any batch held its row locks
+    # The longest the mark held task rows (the only lock a decision could wait on: a task
+    # resumed while it is marked).
+    longest_mark_ms: float = 0.0
 
     def count(self, table: str, n: int) -> None:
         self.rows[table] = self.rows.get(table, 0) + n
@@ -141,13 +144,15 @@ def prune_round(
     batch_rows: int = BATCH_ROWS,
 ) -> None:
     """Delete the old rows of tasks `ids`, batch by batch, then mark the tasks pruned."""
+    if not ids:
+        return
     for table, rows in _pieces(ids, cutoff):
         while True:
             deleted = _delete_batch(rows, batch_rows, result)
             result.count(table, deleted)
             if deleted < batch_rows:
                 break
-    with _short_transaction(result):
+    with _short_transaction(result, mark=True):
         result.tasks += Task.objects.filter(
             pk__in=ids, ended_at__lt=cutoff, trace_pruned_at__isnull=True
         ).update(trace_pruned_at=now)
@@ -169,8 +174,9 @@ class _short_transaction:
     """A transaction that waits at most `LOCK_TIMEOUT_MS` for a lock (PostgreSQL) and records
     how long it held its own in `result.longest_transaction_ms`."""
 
-    def __init__(self, result: PruneResult) -> None:
+    def __init__(self, result: PruneResult, *, mark: bool = False) -> None:
         self.result = result
+        self.mark = mark
         self.atomic = transaction.atomic()
 
     def __enter__(self) -> None:
@@ -184,3 +190,5 @@ class _short_transaction:
         self.atomic.__exit__(*exc)
         held = (time.perf_counter() - self.started) * 1000
         self.result.longest_transaction_ms = max(self.result.longest_transaction_ms, held)
+        if self.mark:
+            self.result.longest_mark_ms = max(self.result.longest_mark_ms, held)
