@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
 # Rows a list counts at most: past it the page says "10000+" and its last page is the 10000th
@@ -13,13 +14,14 @@ COUNT_CAP = 10_000
 
 
 class CappedPaginator(Paginator):
-    def __init__(self, object_list, per_page, cap: int = COUNT_CAP, **kwargs) -> None:
-        super().__init__(object_list, per_page, **kwargs)
-        self.cap = cap
+    def __init__(self, object_list: QuerySet, per_page: int, cap: int | None = None) -> None:
+        super().__init__(object_list, per_page)
+        self.rows = object_list
+        self.cap = COUNT_CAP if cap is None else cap
 
     @cached_property
     def found(self) -> int:
-        return self.object_list[: self.cap + 1].count()
+        return self.rows[: self.cap + 1].count()
 
     @cached_property
     def count(self) -> int:
