@@ -21,7 +21,7 @@ class CappedPaginator(Paginator):
 
     @cached_property
     def found(self) -> int:
-        return self.rows[: self.cap + 1].count()
+        return self.rows.order_by()[: self.cap + 1].count()  # no sort to count
 
     @cached_property
     def count(self) -> int:

@@ -38,7 +38,7 @@ class Command(BaseCommand):
             seeded = growth.seed_history(tasks, newest_day=newest, oldest_day=oldest)
             sizes.append(seeded)
             self.say(f"seeded {seeded.tasks} tasks, {seeded.trace_rows} trace rows in "
-                     f"{seeded.seconds:.1f} s; ANALYZE, then timing")  # fmt: skip
+                     f"{seeded.seconds:.1f} s; VACUUM ANALYZE, then timing")  # fmt: skip
             growth.analyze()
             started = time.perf_counter()
             timings.append(growth.measure(probe, repeat=repeat))
