@@ -31,6 +31,12 @@ HTTP, through the thin client, as agents see it:
 6. A soak: `--soak-agents` agents for a fixed count of decisions; its p99, then a check that
    every task's counters equal the decisions recorded in its trace (the differential is zero).
 
+7. Growth (`--growth-size`, 200,000 by default; `--growth-only` runs it alone): on a database
+   of its own (the bench's name + `_growth`, made afresh), `manage.py bench_growth` seeds a
+   history of ended tasks with their trace by bulk inserts (`devtools/growth.py`), a tenth of
+   it first, and times the console's pages, the task list API, the jobs, a prune batch and one
+   decision at both sizes, in one table of ratios.
+
 Every decision's SQL statements are counted by the server (`StatementCountMiddleware`, on under
 the bench only) and printed per decision kind next to its latency. The throughput phase runs
 once per `--agents` count (8 and 32 by default). `--database-url sqlite:///...` runs it all on
