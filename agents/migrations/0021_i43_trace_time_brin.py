@@ -3,8 +3,7 @@
 The trace is appended in time order, so a BRIN index finds a day's calls (the rollup job) by
 reading a few block ranges, where the tables had no index on the time and were read whole
 (a year of history: issue 43). A BRIN index is a few pages, and an insert into a range not yet
-summarized writes nothing to it: a decision's cost stays as it was, which a B-tree on the column
-would not. Built CONCURRENTLY, so a live database keeps taking decisions while it is built.
+summarized writes nothing to it, where a B-tree on the column would take an entry per call. Built CONCURRENTLY, so a live database keeps taking decisions while it is built.
 """
 
 from django.db import migrations
