@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agents import metrics
 from agents.models import Notification
-from agents.services import notify, rollups, stops, sweeps
+from agents.services import notify, retention, rollups, stops, sweeps
 from loopwarden.celery import retried_job
 
 
@@ -87,3 +87,15 @@ def rollup_daily(day: str | None = None) -> int:
         today = timezone.now().date()
         days = [today - timedelta(days=1), today]
     return sum(rollups.rollup_day(day=d) for d in days)
+
+
+PRUNE_MAX_TASKS = 20_000  # tasks one run prunes; the next run takes the rest
+
+
+@shared_task(name="agents.tasks.prune_trace", ignore_result=True)
+def prune_trace() -> dict[str, int]:
+    """Remove the trace of tasks ended more than RETENTION_DAYS ago (nothing when it is 0)."""
+    if not settings.RETENTION_DAYS:
+        return {}
+    result = retention.trace_prune(days=settings.RETENTION_DAYS, max_tasks=PRUNE_MAX_TASKS)
+    return result.as_dict()

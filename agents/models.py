@@ -277,6 +277,9 @@ class Task(ReadOften):
         expression=MinuteOf("updated_at"), output_field=models.DateTimeField(), db_persist=True
     )
     ended_at = models.DateTimeField(null=True, blank=True)
+    # When retention removed the trace rows, events and seen hashes this task had before then
+    # (agents.services.retention); the counters, phases and stop report stay.
+    trace_pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -289,6 +292,13 @@ class Task(ReadOften):
             models.Index(fields=["state", "deadline_at"], name="task_state_deadline"),
             models.Index(fields=["agent", "trigger_key", "created_at"], name="task_trigger"),
             models.Index(fields=["active_minute"], name="task_activity"),
+            # Retention's candidates: ended, trace still there. Written only when a task
+            # stops, resumes or is pruned, never by a decision of a running task.
+            models.Index(
+                fields=["ended_at"],
+                name="task_prunable",
+                condition=Q(ended_at__isnull=False, trace_pruned_at__isnull=True),
+            ),
         ]
         constraints = [
             models.CheckConstraint(

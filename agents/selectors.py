@@ -266,6 +266,11 @@ def trace_page(
     return TracePage(calls, events, f"{last_seq}.{last_event}")
 
 
+# The audit log: what people did (an operator's or admin's action), as against what the agents
+# and the system did. Retention keeps these rows (agents.services.retention).
+PEOPLES_ACTIONS = Q(actor_user__isnull=False) | Q(actor__startswith="user:")
+
+
 def audit_events(
     *, kind: str = "", actor: str = "", agent: str = "", task: str = "", everyone: bool = False
 ) -> QuerySet[Event]:
@@ -275,7 +280,7 @@ def audit_events(
         "-created_at", "-id"
     )
     if not everyone:
-        query = query.filter(Q(actor_user__isnull=False) | Q(actor__startswith="user:"))
+        query = query.filter(PEOPLES_ACTIONS)
     if kind:
         query = query.filter(kind=kind)
     if actor:

@@ -111,10 +111,15 @@ def _search(text: str) -> Q:
         return found  # the ledger refuses such a key: no call carries it
     # Through the ledger's rows of that key, then the calls that claimed or ran into them (by
     # the calls' operation index): the trace rows' own key column has no index to search.
-    # Subqueries by task id, not joins, so a task with many such calls is listed once.
+    # Read first, as a list of ids (a key names a few rows): a subquery in the OR made every
+    # other branch a filter over every task, where ids let each branch use its own index
+    # (the goal's and external_ref's trigram indexes, migration 0022; a year of history:
+    # docs/BENCHMARKS.md, growth).
     operations = Operation.objects.filter(operation_key=key)
     carried = ToolCall.objects.filter(operation__in=operations.values("pk")).values("task_id")
-    return found | Q(pk__in=carried) | Q(pk__in=operations.values("task_id"))
+    ids = set(carried.values_list("task_id", flat=True))
+    ids |= set(operations.values_list("task_id", flat=True))
+    return found | Q(pk__in=ids) if ids else found
 
 
 # -- task detail -----------------------------------------------------------------------------

@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from django.core.paginator import Paginator
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -29,6 +28,7 @@ from agents.taskrow import to_state
 from console import access, budgets, queries
 from console.access import INVALID, console_view
 from console.forms import ResumeForm, StopForm, TaskFilterForm, TaskLimitsForm
+from console.paging import CappedPaginator
 from console.templatetags.console_formats import duration, limit_shown
 from console.timeline import timeline
 from console.words import GRANTS, state_words
@@ -45,7 +45,7 @@ def dashboard(request):
     agents = list(Agent.objects.order_by("name").values_list("name", flat=True))
     form = TaskFilterForm(request.GET or None, agents=agents)
     filters = form.filters()
-    paginator = Paginator(queries.dashboard_tasks(**filters), DASHBOARD_PAGE_SIZE)
+    paginator = CappedPaginator(queries.dashboard_tasks(**filters), DASHBOARD_PAGE_SIZE)
     tasks = paginator.get_page(request.GET.get("page"))
     for task in tasks:
         task.busiest = budgets.busiest(task)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.core.paginator import Paginator
-
 from agents import roles
 from console import access, queries
 from console.access import console_view
 from console.forms import AuditFilterForm
+from console.paging import CappedPaginator
 
 AUDIT_PAGE_SIZE = 50
 
@@ -18,7 +17,7 @@ AUDIT_PAGE_SIZE = 50
 def audit_log(request):
     form = AuditFilterForm(request.GET or None, kinds=queries.event_kinds())
     filters = form.filters()
-    events = Paginator(queries.audit_events(**filters), AUDIT_PAGE_SIZE).get_page(
+    events = CappedPaginator(queries.audit_events(**filters), AUDIT_PAGE_SIZE).get_page(
         request.GET.get("page")
     )
     context = {

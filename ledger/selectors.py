@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from agents.guard import terms
-from agents.models import Task
+from agents.models import Task, ToolCall
 from ledger.models import Operation
 
 UNRESOLVED_STATES = (terms.UNKNOWN, terms.IN_FLIGHT)
@@ -29,9 +29,19 @@ def is_unresolved(operation: Operation) -> bool:
 
 
 def operations_touched(task: Task) -> QuerySet[Operation]:
-    """Ledger rows any call of this task claimed or ran into (also another task's claim)."""
+    """Ledger rows any call of this task claimed or ran into (also another task's claim).
+    The rows it claimed last are also found by their own `task` column: a task whose trace
+    retention pruned still lists them."""
     return Operation.objects.filter(
-        id__in=task.tool_call_rows.exclude(operation=None).values("operation_id")
+        Q(id__in=task.tool_call_rows.exclude(operation=None).values("operation_id")) | Q(task=task)
+    )
+
+
+def touches_unresolved(task: OuterRef) -> Q:
+    """Whether the task `task` names touched a row nobody has settled (as `unresolved_operations`
+    reads it): retention leaves such a task's trace for the reconcile and the resume."""
+    return Q(Exists(Operation.objects.filter(task=task, state__in=UNRESOLVED_STATES))) | Q(
+        Exists(ToolCall.objects.filter(task=task, operation__state__in=UNRESOLVED_STATES))
     )
 
 

@@ -71,12 +71,15 @@ def retried_job(
     )
 
 
-def beat_schedule(*, sweep_seconds: int, rollup_seconds: int) -> dict[str, dict]:
-    """The periodic jobs. Sweeps share one interval; rollups of today run less often."""
+def beat_schedule(
+    *, sweep_seconds: int, rollup_seconds: int, prune_seconds: int = 0
+) -> dict[str, dict]:
+    """The periodic jobs. Sweeps share one interval; rollups of today run less often; the
+    retention prune runs when `prune_seconds` is set (RETENTION_DAYS on)."""
     sweep = timedelta(seconds=sweep_seconds)
     # A sweep that is still queued when the next one is due is not worth running.
     expires = {"expires": max(sweep_seconds, 1)}
-    return {
+    schedule = {
         "sweep-leases": {
             "task": "agents.tasks.sweep_leases",
             "schedule": sweep,
@@ -103,6 +106,13 @@ def beat_schedule(*, sweep_seconds: int, rollup_seconds: int) -> dict[str, dict]
             "options": {"expires": rollup_seconds},
         },
     }
+    if prune_seconds:
+        schedule["prune-trace"] = {
+            "task": "agents.tasks.prune_trace",
+            "schedule": timedelta(seconds=prune_seconds),
+            "options": {"expires": prune_seconds},
+        }
+    return schedule
 
 
 @app.on_after_configure.connect
@@ -114,4 +124,5 @@ def _install_beat_schedule(sender: Celery, **_kwargs) -> None:
         sender.conf.beat_schedule = beat_schedule(
             sweep_seconds=settings.SWEEP_INTERVAL_SECONDS,
             rollup_seconds=settings.ROLLUP_INTERVAL_SECONDS,
+            prune_seconds=settings.PRUNE_INTERVAL_SECONDS if settings.RETENTION_DAYS else 0,
         )

@@ -355,6 +355,13 @@ CELERY_TIMEZONE = "UTC"
 SWEEP_INTERVAL_SECONDS = env_int("SWEEP_INTERVAL_SECONDS", 15, minimum=1)
 RESERVATION_TIMEOUT_SECONDS = env_int("RESERVATION_TIMEOUT_SECONDS", 600, minimum=1)
 ROLLUP_INTERVAL_SECONDS = env_int("ROLLUP_INTERVAL_SECONDS", 300, minimum=1)
+# Retention (agents.services.retention): the trace of tasks ended more than this many days ago
+# is removed by the prune job. 0 keeps everything forever. At least 2 otherwise: the rollup job
+# rebuilds yesterday from the trace.
+RETENTION_DAYS = env_int("RETENTION_DAYS", 0)
+if RETENTION_DAYS == 1:
+    raise ConfigError("RETENTION_DAYS is 1: use 0 (keep forever) or 2 or more days")
+PRUNE_INTERVAL_SECONDS = env_int("PRUNE_INTERVAL_SECONDS", 3600, minimum=1)
 
 # Reconcilers: HTTP endpoints of tool policies asked about UNKNOWN operations.
 RECONCILE_TIMEOUT_SECONDS = env_int("RECONCILE_TIMEOUT_SECONDS", 10, minimum=1)

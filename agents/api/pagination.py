@@ -95,8 +95,10 @@ def newest_first(
     if cursor:
         micros, hex_id = cursor.split(".")
         moment, last = _moment(int(micros)), uuid.UUID(hex_id)
-        query = query.filter(
-            Q(**{f"{time_field}__lt": moment}) | Q(**{time_field: moment, "pk__lt": last})
+        # The first condition alone is a range of the time index, so a deep page starts where
+        # the cursor is instead of filtering every newer row (a year of tasks: issue 43).
+        query = query.filter(**{f"{time_field}__lte": moment}).filter(
+            Q(**{f"{time_field}__lt": moment}) | Q(pk__lt=last)
         )
     rows = list(query[: limit + 1])
     if len(rows) <= limit:

@@ -31,6 +31,12 @@ HTTP, through the thin client, as agents see it:
 6. A soak: `--soak-agents` agents for a fixed count of decisions; its p99, then a check that
    every task's counters equal the decisions recorded in its trace (the differential is zero).
 
+7. Growth (`--growth-size`, 200,000 by default; `--growth-only` runs it alone): on a database
+   of its own (the bench's name + `_growth`, made afresh), `manage.py bench_growth` seeds a
+   history of ended tasks with their trace by bulk inserts (`devtools/growth.py`), a tenth of
+   it first, and times the console's pages, the task list API, the jobs, a prune batch and one
+   decision at both sizes, in one table of ratios.
+
 Every decision's SQL statements are counted by the server (`StatementCountMiddleware`, on under
 the bench only) and printed per decision kind next to its latency. The throughput phase runs
 once per `--agents` count (8 and 32 by default). `--database-url sqlite:///...` runs it all on
@@ -166,6 +172,16 @@ class Command(BaseCommand):
         parser.add_argument("--trace-length", type=int, default=5000, help="the long trace")
         parser.add_argument("--samples", type=int, default=100, help="rounds per trace length")
         parser.add_argument(
+            "--growth-size",
+            type=int,
+            default=200_000,
+            help="growth phase: ended tasks of the large history (0: no growth phase), on a "
+            "database of its own (the --database-url's name + '_growth', made afresh)",
+        )
+        parser.add_argument(
+            "--growth-only", action="store_true", help="run the growth phase and nothing else"
+        )
+        parser.add_argument(
             "--threshold-samples",
             type=int,
             default=200,
@@ -184,13 +200,17 @@ class Command(BaseCommand):
             opts.update(seconds=min(opts["seconds"], 5.0), samples=min(opts["samples"], 10),
                         threshold_samples=min(opts["threshold_samples"], 60),
                         trace_length=min(opts["trace_length"], 500), pairs=min(opts["pairs"], 10),
-                        soak_decisions=min(opts["soak_decisions"], 640))  # fmt: skip
+                        soak_decisions=min(opts["soak_decisions"], 640),
+                        growth_size=min(opts["growth_size"], 2000))  # fmt: skip
         if (min(counts) < 1 or opts["seconds"] <= 0 or opts["samples"] < 1
                 or opts["threshold_samples"] < 1 or opts["slices"] < 1):  # fmt: skip
             raise CommandError(
                 "--agents, --seconds, --slices, --samples and --threshold-samples must be positive"
             )
         opts["database"] = "SQLite (the embedded default)" if sqlite else "PostgreSQL"
+        if opts["growth_only"]:
+            self.growth(url, opts["growth_size"] or 200_000)
+            return
         self.say(f"database {url}: creating if missing, migrating")
         prepare_database(url)
         use_database(url)
@@ -245,6 +265,24 @@ class Command(BaseCommand):
         if soak is not None:
             self.report_soak(opts, soak)
         self.report_similarity()
+        if opts["growth_size"] > 0:
+            self.growth(url, opts["growth_size"])
+
+    def growth(self, url: str, size: int) -> None:
+        """The growth phase (`manage.py bench_growth`), in a process of its own on a database of
+        its own: the history it seeds never reaches the other phases' database."""
+        growth_url = growth_database(url)
+        self.say(f"growth phase: database {growth_url}, made afresh; {size:,} ended tasks")
+        prepare_database(growth_url, fresh=True)
+        env = {**os.environ, "DATABASE_URL": growth_url, "LOOPWARDEN_DEVTOOLS": "true",
+               "LOG_LEVEL": "WARNING"}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "manage.py", "bench_growth", f"--growth-size={size}"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.stdout.write(done.stdout)
+        if done.returncode != 0:
+            raise CommandError("the growth phase failed (its output is above)")
 
     def report_similarity(self) -> None:
         """Near-duplicate check (lexical) on vs off: CPU only, it adds no SQL statement."""
@@ -531,11 +569,22 @@ def check_database_url(url: str) -> None:
         raise CommandError("--database-url: postgres://... or sqlite:///path")
 
 
-def prepare_database(url: str) -> None:
-    """The database created (PostgreSQL, if missing) and migrated."""
-    if not url.startswith("sqlite:///"):
-        ensure_database(url)
+def prepare_database(url: str, *, fresh: bool = False) -> None:
+    """The database created (PostgreSQL, if missing; dropped first when `fresh`) and migrated."""
+    if fresh and url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+    elif not url.startswith("sqlite:///"):
+        ensure_database(url, fresh=fresh)
     migrate(url)
+
+
+def growth_database(url: str) -> str:
+    """The growth phase's database: the bench's, its name followed by `_growth`."""
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        return f"sqlite:///{path.with_name(path.stem + '_growth' + path.suffix)}"
+    parts = urlsplit(url)
+    return parts._replace(path=parts.path + "_growth").geturl()
 
 
 def server_env(conn_max_age: int | str, log_level: str) -> dict[str, str]:
@@ -547,8 +596,9 @@ def server_env(conn_max_age: int | str, log_level: str) -> dict[str, str]:
             "API_THROTTLE_RATE": "1000000/second"}  # fmt: skip
 
 
-def ensure_database(url: str) -> None:
-    """CREATE DATABASE if it is missing (outside a transaction, as PostgreSQL requires)."""
+def ensure_database(url: str, *, fresh: bool = False) -> None:
+    """CREATE DATABASE if it is missing (outside a transaction, as PostgreSQL requires); with
+    `fresh`, DROP it first."""
     import psycopg
     from psycopg import sql
 
@@ -558,6 +608,8 @@ def ensure_database(url: str) -> None:
               "user": config.get("USER") or None, "password": config.get("PASSWORD") or None,
               "dbname": "postgres"}  # fmt: skip
     with psycopg.connect(**params, autocommit=True) as conn:
+        if fresh:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
