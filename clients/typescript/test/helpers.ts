@@ -39,8 +39,9 @@ export async function toolDecisions(client: Client, taskId: string): Promise<str
   return (await client.trace(taskId)).calls.filter((c) => c.type === "tool_call").map((c) => String(c.decision));
 }
 
+/** The model calls the gate allowed (a refused gate is in the trace too, as a STOP). */
 export async function modelCalls(client: Client, taskId: string): Promise<JSONObject[]> {
-  return (await client.trace(taskId)).calls.filter((c) => c.type === "model_call");
+  return (await client.trace(taskId)).calls.filter((c) => c.type === "model_call" && c.decision === "ALLOW");
 }
 
 export async function operationState(key: string): Promise<string> {

@@ -1,0 +1,57 @@
+/** Scripted models for the adapters' tests: each call answers the next step of a script. */
+
+import { MockLanguageModelV3 } from "ai/test";
+
+import type { JSONObject } from "../src/index.js";
+
+/** One model answer: the tool calls it asks for, or its final text. */
+export type Turn = { calls: Array<[string, JSONObject]> } | { text: string };
+
+export const PROMPT_TOKENS = 120;
+export const COMPLETION_TOKENS = 30;
+
+function usage() {
+  return {
+    inputTokens: { total: PROMPT_TOKENS, noCache: PROMPT_TOKENS, cacheRead: 0, cacheWrite: 0 },
+    outputTokens: { total: COMPLETION_TOKENS, text: COMPLETION_TOKENS, reasoning: 0 },
+  };
+}
+
+/** An AI SDK model (`ai/test`'s MockLanguageModelV3) playing `turns` in order; `calls` counts
+ * the times it was really called. */
+export function aiSdkModel(turns: Turn[]): MockLanguageModelV3 & { played: number } {
+  let index = 0;
+  const model = new MockLanguageModelV3({
+    modelId: "scripted",
+    doGenerate: async () => {
+      const turn = turns[Math.min(index, turns.length - 1)]!;
+      index += 1;
+      model.played = index;
+      if ("text" in turn) {
+        return { content: [{ type: "text", text: turn.text }], finishReason: { unified: "stop", raw: "stop" }, usage: usage(), warnings: [] };
+      }
+      return {
+        content: turn.calls.map(([name, args], i) => ({ type: "tool-call" as const, toolCallId: `call_${index}_${i}`, toolName: name, input: JSON.stringify(args) })),
+        finishReason: { unified: "tool-calls", raw: "tool_calls" },
+        usage: usage(),
+        warnings: [],
+      };
+    },
+    doStream: async () => {
+      const turn = turns[Math.min(index, turns.length - 1)]!;
+      index += 1;
+      model.played = index;
+      const parts: unknown[] = [{ type: "stream-start", warnings: [] }];
+      if ("text" in turn) {
+        parts.push({ type: "text-start", id: "t" }, { type: "text-delta", id: "t", delta: turn.text }, { type: "text-end", id: "t" });
+      } else {
+        turn.calls.forEach(([name, args], i) => parts.push({ type: "tool-call", toolCallId: `call_${index}_${i}`, toolName: name, input: JSON.stringify(args) }));
+      }
+      const finish = "text" in turn ? { unified: "stop", raw: "stop" } : { unified: "tool-calls", raw: "tool_calls" };
+      parts.push({ type: "finish", finishReason: finish, usage: usage() });
+      return { stream: new ReadableStream({ start: (c) => { parts.forEach((p) => c.enqueue(p)); c.close(); } }) as never };
+    },
+  }) as MockLanguageModelV3 & { played: number };
+  model.played = 0;
+  return model;
+}
