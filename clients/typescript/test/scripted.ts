@@ -1,5 +1,6 @@
 /** Scripted models for the adapters' tests: each call answers the next step of a script. */
 
+import { Usage, type Model as AgentsModel, type ModelRequest, type ModelResponse } from "@openai/agents";
 import { MockLanguageModelV3 } from "ai/test";
 
 import type { JSONObject } from "../src/index.js";
@@ -54,4 +55,39 @@ export function aiSdkModel(turns: Turn[]): MockLanguageModelV3 & { played: numbe
   }) as MockLanguageModelV3 & { played: number };
   model.played = 0;
   return model;
+}
+
+/** An OpenAI Agents SDK model playing `turns` in order, with the SDK's own usage counts. */
+export class AgentsScriptedModel implements AgentsModel {
+  played = 0;
+  constructor(private readonly turns: Turn[]) {}
+
+  #output(): ModelResponse["output"] {
+    const turn = this.turns[Math.min(this.played, this.turns.length - 1)]!;
+    this.played += 1;
+    if ("text" in turn) {
+      return [{ type: "message", role: "assistant", status: "completed", id: `msg_${this.played}`, content: [{ type: "output_text", text: turn.text }] }];
+    }
+    return turn.calls.map(([name, args], i) => ({
+      type: "function_call" as const,
+      callId: `call_${this.played}_${i}_${Math.random().toString(16).slice(2, 8)}`,
+      name,
+      arguments: JSON.stringify(args),
+      status: "completed" as const,
+    }));
+  }
+
+  async getResponse(_request: ModelRequest): Promise<ModelResponse> {
+    const output = this.#output();
+    return { output, usage: new Usage({ requests: 1, inputTokens: PROMPT_TOKENS, outputTokens: COMPLETION_TOKENS, totalTokens: PROMPT_TOKENS + COMPLETION_TOKENS }) };
+  }
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async *getStreamedResponse(_request: ModelRequest): AsyncIterable<any> {
+    const output = this.#output();
+    yield {
+      type: "response_done" as const,
+      response: { id: `resp_${this.played}`, usage: { inputTokens: PROMPT_TOKENS, outputTokens: COMPLETION_TOKENS, totalTokens: PROMPT_TOKENS + COMPLETION_TOKENS }, output },
+    };
+  }
 }
