@@ -26,6 +26,7 @@ from tests.live import ROOT, database_url, gunicorn_server
 pytestmark = [pytest.mark.typescript, pytest.mark.django_db(transaction=True)]
 
 PACKAGE = ROOT / "clients" / "typescript"
+README = ROOT / "README.md"
 NPM = shutil.which("npm")
 
 
@@ -69,7 +70,9 @@ def test_the_typescript_suite_passes_against_the_live_server(live):
     done = _npm("test", env={"LOOPWARDEN_URL": server.api, **tokens})
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:] + "\n--- server log ---\n" + server.log_tail()
-    counts = dict(re.findall(r"^[#ℹ] (tests|pass|fail|cancelled|skipped|todo) (\d+)$", output, re.M))
+    counts = dict(
+        re.findall(r"^[#ℹ] (tests|pass|fail|cancelled|skipped|todo) (\d+)$", output, re.M)
+    )
     assert counts.get("fail") == "0" and counts.get("cancelled") == "0", output[-4000:]
     assert counts.get("skipped") == "0" and counts.get("todo") == "0", output[-4000:]
     assert int(counts.get("pass", "0")) >= 20, output[-4000:]
@@ -87,7 +90,16 @@ def test_the_committed_schema_is_the_servers(tmp_path):
     )
 
 
+def code_block(language: str, containing: str) -> str:
+    blocks = re.findall(rf"^```{language}\n(.*?)^```", README.read_text(), re.S | re.M)
+    matching = [block for block in blocks if containing in block]
+    assert matching, f"README.md has no {language} block with {containing!r}"
+    return matching[0]
+
+
 def test_the_packed_package_installs_into_an_empty_project_and_type_checks(tmp_path, node_ready):
+    """`npm pack`, installed into an empty project beside the AI SDK: the README's TypeScript
+    block, as a user's file, type-checks against the shipped declarations and imports."""
     built = _npm("run", "build")
     assert built.returncode == 0, built.stdout + built.stderr
     packed = _npm("pack", "--json", "--pack-destination", str(tmp_path))
@@ -99,46 +111,63 @@ def test_the_packed_package_installs_into_an_empty_project_and_type_checks(tmp_p
     project = tmp_path / "user"
     project.mkdir()
     (project / "package.json").write_text('{"name": "user", "private": true, "type": "module"}')
-    installed = _npm("install", "--no-audit", "--no-fund", "--offline", str(tarball), cwd=project)
+    # The AI SDK the user has already: this checkout's, linked (no registry needed).
+    ai = PACKAGE / "node_modules" / "ai"
+    installed = _npm(
+        "install", "--no-audit", "--no-fund", "--offline", str(tarball), str(ai), cwd=project
+    )
     assert installed.returncode == 0, installed.stdout + installed.stderr
     manifest = json.loads((project / "node_modules/@loopwarden/client/package.json").read_text())
     assert not manifest.get("dependencies"), "no runtime dependency"
-    (project / "agent.ts").write_text(USER_FILE)
+    user_file = code_block("ts", "@loopwarden/client")
+    (project / "agent.ts").write_text(user_file)
     (project / "tsconfig.json").write_text(json.dumps({"compilerOptions": {
         "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext", "strict": True,
-        "noEmit": True, "lib": ["ES2022", "DOM"], "types": [],
+        "noEmit": True, "lib": ["ES2022", "DOM"], "types": [], "skipLibCheck": True,
+        "typeRoots": [str(PACKAGE / "node_modules" / "@types")], "noImplicitAny": True,
     }, "files": ["agent.ts"]}))  # fmt: skip
     tsc = PACKAGE / "node_modules" / ".bin" / "tsc"
-    checked = subprocess.run([str(tsc), "-p", "."], cwd=project, capture_output=True, text=True)
+    checked = subprocess.run(
+        [str(tsc), "-p", ".", "--types", "node"], cwd=project, capture_output=True, text=True
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # A user's mistake is caught by the shipped declarations: a wrong option type fails.
-    (project / "agent.ts").write_text(USER_FILE + "\nnew Client('u', 't', { timeout: 'soon' });\n")
-    wrong = subprocess.run([str(tsc), "-p", "."], cwd=project, capture_output=True, text=True)
-    assert wrong.returncode != 0 and "timeout" in wrong.stdout, wrong.stdout
-    ran = subprocess.run(["node", "-e", "import('@loopwarden/client').then(m => console.log(typeof m.Client))"],
-                         cwd=project, capture_output=True, text=True)  # fmt: skip
-    assert ran.stdout.strip() == "function", ran.stderr
+    wrong = user_file + "\nnew Client('u', 't', { timeout: 'soon' });\n"
+    (project / "agent.ts").write_text(wrong)
+    failed = subprocess.run(
+        [str(tsc), "-p", ".", "--types", "node"], cwd=project, capture_output=True, text=True
+    )
+    assert failed.returncode != 0 and "timeout" in failed.stdout, failed.stdout
+    imported = subprocess.run(
+        ["node", "--input-type=module", "-e",
+         "const m = await import('@loopwarden/client');"
+         " const a = await import('@loopwarden/client/ai-sdk');"
+         " console.log(typeof m.Client, typeof a.guardAiSdk)"],
+        cwd=project, capture_output=True, text=True,
+    )  # fmt: skip
+    assert imported.stdout.strip() == "function function", imported.stderr
 
 
-USER_FILE = """\
-import { Client, TaskStopped, write, type Task } from "@loopwarden/client";
-
-const client = new Client("http://127.0.0.1:8000/api/v1/", "token", { timeout: 10 });
-
-export async function main(): Promise<Task | string> {
-  const task: Task = await client.createTask("Pay invoice 42");
-  const session = client.session(task.id);
-  const spec = write({ key: "pay-{invoice}" });
-  try {
-    await session.modelCall({ model: "gpt-4o" }, (call) => call.usage(100, 20));
-    const message = await session.tool("pay", { invoice: "42" }, () => "paid", {
-      effect: spec.effect,
-      operationKey: spec.operationKey({ invoice: "42" }),
-    });
-    return JSON.stringify(message);
-  } catch (error) {
-    if (error instanceof TaskStopped) return `${error.state}/${error.reason}`;
-    throw error;
-  }
-}
-"""
+def test_the_readme_typescript_examples_run_as_written(live, tmp_path):
+    """The README's block, in bash at the repository root beside the server: a new agent's
+    token, `npm ci`, the build and both examples, which tell the README's story."""
+    server, _ = live
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
+    env.update(
+        DATABASE_URL=database_url(connection.settings_dict),
+        LOOPWARDEN_DATA_DIR=str(tmp_path / "data"),
+        LOOPWARDEN_URL=server.api,
+        PYTHONWARNINGS="ignore",
+    )
+    done = subprocess.run(
+        ["bash", "-ec", code_block("sh", "npm run examples")], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = done.stdout
+    # Each story told twice: by the AI SDK's agent, then by the OpenAI Agents SDK's.
+    assert out.count("stopped: PARTIAL/repeated_output (GUARD_LOOP_DETECTED)") == 2, out
+    assert out.count("stopped: NEEDS_HUMAN/unknown_commit (GUARD_LEDGER)") == 2, out
+    assert out.count("answered, and finished: PARTIAL/goal_unverified") == 2, out
+    assert out.count("search('refund policy') ran") == 2 * (2 + 1), out
+    assert out.count("ran, and its response was lost") == 2, out  # each payment ran once
