@@ -23,7 +23,10 @@ from django.db import connection
 
 from tests.live import ROOT, database_url, gunicorn_server
 
-pytestmark = [pytest.mark.typescript, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.typescript
+# A live server reads the test database: committed rows, and the data migrations' (the `novelty`
+# profile) put back for each test that flushed them.
+live_db = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 PACKAGE = ROOT / "clients" / "typescript"
 README = ROOT / "README.md"
@@ -46,16 +49,21 @@ def node_ready():
 
 @pytest.fixture(scope="module")
 def live(django_db_setup, django_db_blocker, node_ready):
+    """A gunicorn server on this run's test database (its rows are each test's own)."""
     with django_db_blocker.unblock():
         url = database_url(connection.settings_dict)
-        tokens = {
-            "LOOPWARDEN_TOKEN": _last_line("create_agent", "ts-bot", profile="novelty"),
-            "LOOPWARDEN_STRICT_TOKEN": _last_line("create_agent", "ts-strict", profile="default"),
-            "LOOPWARDEN_OPERATOR_TOKEN": _last_line("create_operator", "tessa", password="pw"),
-        }
     env = {"API_THROTTLE_RATE": "off", "DB_CONN_MAX_AGE": "60"}
     with gunicorn_server(database_url=url, workers=2, threads=4, env=env) as server:
-        yield server, tokens
+        yield server
+
+
+def _tokens() -> dict[str, str]:
+    """The suite's agents and operator, made in the test (a transactional test flushes them)."""
+    return {
+        "LOOPWARDEN_TOKEN": _last_line("create_agent", "ts-bot", profile="novelty"),
+        "LOOPWARDEN_STRICT_TOKEN": _last_line("create_agent", "ts-strict", profile="default"),
+        "LOOPWARDEN_OPERATOR_TOKEN": _last_line("create_operator", "tessa", password="pw"),
+    }
 
 
 def _npm(*args: str, env: dict[str, str] | None = None, cwd: Path = PACKAGE, timeout: int = 900):
@@ -65,9 +73,10 @@ def _npm(*args: str, env: dict[str, str] | None = None, cwd: Path = PACKAGE, tim
     )  # fmt: skip
 
 
+@live_db
 def test_the_typescript_suite_passes_against_the_live_server(live):
-    server, tokens = live
-    done = _npm("test", env={"LOOPWARDEN_URL": server.api, **tokens})
+    server = live
+    done = _npm("test", env={"LOOPWARDEN_URL": server.api, **_tokens()})
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:] + "\n--- server log ---\n" + server.log_tail()
     counts = dict(
@@ -148,10 +157,11 @@ def test_the_packed_package_installs_into_an_empty_project_and_type_checks(tmp_p
     assert imported.stdout.strip() == "function function", imported.stderr
 
 
+@live_db
 def test_the_readme_typescript_examples_run_as_written(live, tmp_path):
     """The README's block, in bash at the repository root beside the server: a new agent's
     token, `npm ci`, the build and both examples, which tell the README's story."""
-    server, _ = live
+    server = live
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
     env.update(
         DATABASE_URL=database_url(connection.settings_dict),

@@ -31,7 +31,8 @@ type WrapStream = NonNullable<LanguageModelMiddleware["wrapStream"]>;
 type GenerateResult = Awaited<ReturnType<WrapGenerate>>;
 type StreamResult = Awaited<ReturnType<WrapStream>>;
 type StreamPart = StreamResult["stream"] extends ReadableStream<infer P> ? P : never;
-type Model = Parameters<typeof wrapLanguageModel>[0]["model"];
+/** A model `wrapLanguageModel` takes: a provider's model object (`openai("gpt-4o")`). */
+export type WrappableModel = Parameters<typeof wrapLanguageModel>[0]["model"];
 
 function parseInput(input: unknown): JSONObject {
   if (typeof input !== "string") return input && typeof input === "object" ? (input as JSONObject) : {};
@@ -141,7 +142,7 @@ export interface AiSdkGuard {
   guard: Guard;
   middleware: LanguageModelMiddleware;
   /** `wrapLanguageModel({ model, middleware })`. */
-  model<M extends Model>(model: M): ReturnType<typeof wrapLanguageModel>;
+  model(model: WrappableModel): ReturnType<typeof wrapLanguageModel>;
   tools<T extends ToolSet>(tools: T): T;
 }
 
