@@ -146,7 +146,9 @@ def test_the_packed_package_installs_into_an_empty_project_and_type_checks(tmp_p
     failed = subprocess.run(
         [str(tsc), "-p", ".", "--types", "node"], cwd=project, capture_output=True, text=True
     )
-    assert failed.returncode != 0 and "timeout" in failed.stdout, failed.stdout
+    wrong_line = wrong.count("\n")  # the added line, as tsc numbers it
+    assert failed.returncode != 0 and f"agent.ts({wrong_line}," in failed.stdout, failed.stdout
+    assert "TS2322" in failed.stdout, failed.stdout
     imported = subprocess.run(
         ["node", "--input-type=module", "-e",
          "const m = await import('@loopwarden/client');"
