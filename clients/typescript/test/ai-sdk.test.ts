@@ -9,7 +9,7 @@ import { z } from "zod";
 import { guardAiSdk } from "../src/ai-sdk.js";
 import { read, write, type EvidenceFn, type JSONObject } from "../src/index.js";
 import { STRICT_TOKEN, agent, modelCalls, newTask, operationState, toolDecisions, unique } from "./helpers.js";
-import { COMPLETION_TOKENS, PROMPT_TOKENS, aiSdkModel, type Turn } from "./scripted.js";
+import { COMPLETION_TOKENS, PROMPT_TOKENS, aiSdkModel, sharedScenarios, type Turn } from "./scripted.js";
 
 /** The tools an agent gets, counting their real executions. */
 function tools(options: { losePayment?: boolean } = {}) {
@@ -139,3 +139,22 @@ test("ai-sdk: setup refuses a keyless write and a declared tool the agent does n
   const guarded = guardAiSdk(session, { tools: { pay_invoice: write({ key: "pay-{invoice}" }) } });
   assert.throws(() => guarded.tools(tools().all), /declared tools the agent does not have: \["pay_invoice"\]/);
 });
+
+for (const [name] of sharedScenarios("")) {
+  test(`ai-sdk: the shared scenario ${name} (clients/scenarios.json) ends as the table says`, async () => {
+    const invoice = `INV-${unique()}`;
+    const expected = sharedScenarios(invoice).find(([n]) => n === name)![1];
+    const s = await scenario(expected.turns, { losePayment: expected.lose_payment });
+    if (expected.stop) {
+      assert.match(s.text, new RegExp(`^Loopwarden stopped this task: ${expected.stop.join("/")}`));
+      assert.deepEqual([s.guard.report?.state, s.guard.report?.reason], expected.stop);
+    } else {
+      assert.equal(s.text, expected.final);
+      const task = await s.lw.getTask(s.taskId);
+      assert.deepEqual([task.state, task.reason], expected.task);
+    }
+    assert.deepEqual((await toolDecisions(s.lw, s.taskId)).sort(), [...expected.decisions].sort());
+    assert.deepEqual(s.ran, expected.ran);
+    if (expected.operation) assert.equal(await operationState(`pay-${invoice}`), expected.operation);
+  });
+}

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { read, write, type EvidenceFn, type JSONObject } from "../src/index.js";
 import { AgentTaskStopped, guardAgent, taskStopped } from "../src/openai-agents.js";
 import { STRICT_TOKEN, agent, modelCalls, newTask, operationState, toolDecisions, unique } from "./helpers.js";
-import { AgentsScriptedModel, COMPLETION_TOKENS, PROMPT_TOKENS, type Turn } from "./scripted.js";
+import { AgentsScriptedModel, COMPLETION_TOKENS, PROMPT_TOKENS, sharedScenarios, type Turn } from "./scripted.js";
 
 setTracingDisabled(true);
 
@@ -172,3 +172,23 @@ test("openai-agents: setup refuses a keyless write, an unknown tool and an agent
   const outer = new Agent({ name: "outer", model: new AgentsScriptedModel([]), tools: [inner.asTool({ toolName: "ask_inner", toolDescription: "Ask." })] });
   assert.throws(() => guardAgent(outer, session), /Agent.asTool/);
 });
+
+for (const [name] of sharedScenarios("")) {
+  test(`openai-agents: the shared scenario ${name} (clients/scenarios.json) ends as the table says`, async () => {
+    const invoice = `INV-${unique()}`;
+    const expected = sharedScenarios(invoice).find(([n]) => n === name)![1];
+    const s = await scenario(expected.turns, { losePayment: expected.lose_payment });
+    if (expected.stop) {
+      assert.ok(s.error instanceof AgentTaskStopped, String(s.error));
+      assert.deepEqual([s.error.state, s.error.reason], expected.stop);
+    } else {
+      assert.equal(s.error, null);
+      assert.equal(s.output, expected.final);
+      const task = await s.lw.getTask(s.taskId);
+      assert.deepEqual([task.state, task.reason], expected.task);
+    }
+    assert.deepEqual((await toolDecisions(s.lw, s.taskId)).sort(), [...expected.decisions].sort());
+    assert.deepEqual(s.ran, expected.ran);
+    if (expected.operation) assert.equal(await operationState(`pay-${invoice}`), expected.operation);
+  });
+}

@@ -1,5 +1,7 @@
 /** Scripted models for the adapters' tests: each call answers the next step of a script. */
 
+import { readFileSync } from "node:fs";
+
 import { Usage, type Model as AgentsModel, type ModelRequest, type ModelResponse } from "@openai/agents";
 import { MockLanguageModelV3 } from "ai/test";
 
@@ -90,4 +92,31 @@ export class AgentsScriptedModel implements AgentsModel {
       response: { id: `resp_${this.played}`, usage: { inputTokens: PROMPT_TOKENS, outputTokens: COMPLETION_TOKENS, totalTokens: PROMPT_TOKENS + COMPLETION_TOKENS }, output },
     };
   }
+}
+
+/** A scenario of clients/scenarios.json, the table the Python adapters' tests play too. */
+export interface SharedScenario {
+  turns: Turn[];
+  decisions: string[];
+  ran: string[];
+  stop?: [string, string];
+  final?: string;
+  task?: [string, string];
+  operation?: string;
+  lose_payment?: boolean;
+}
+
+type TableTurn = string | Array<[string, JSONObject]>;
+const table = JSON.parse(readFileSync("../scenarios.json", "utf8") /* npm runs the tests in clients/typescript */) as {
+  scenarios: Record<string, Omit<SharedScenario, "turns"> & { turns: TableTurn[] }>;
+};
+
+/** Every shared scenario, "{invoice}" in its arguments replaced by `invoice`. */
+export function sharedScenarios(invoice: string): Array<[string, SharedScenario]> {
+  const fill = (args: JSONObject): JSONObject =>
+    Object.fromEntries(Object.entries(args).map(([k, v]) => [k, typeof v === "string" ? v.replace("{invoice}", invoice) : v]));
+  return Object.entries(table.scenarios).map(([name, s]) => [
+    name,
+    { ...s, turns: s.turns.map((t): Turn => (typeof t === "string" ? { text: t } : { calls: t.map(([tool, args]) => [tool, fill(args)] as [string, JSONObject]) })) },
+  ]);
 }
