@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from loopwarden_client import Client
@@ -55,3 +57,20 @@ def operation_state(operator: Client, key: str) -> str:
     states = [op["state"] for op in operator.list_operations() if op["key"] == key]
     assert len(states) == 1, states
     return states[0]
+
+
+# The scenarios the TypeScript client's adapters play too (clients/scenarios.json).
+SHARED = json.loads((Path(__file__).resolve().parents[2] / "scenarios.json").read_text())[
+    "scenarios"
+]
+
+
+def shared_script(name: str, invoice: str) -> list[Any]:
+    """A shared scenario's turns as a scripted model's: lists of (tool, args), or final text."""
+
+    def args(values: dict[str, Any]) -> dict[str, Any]:
+        return {k: v.replace("{invoice}", invoice) if isinstance(v, str) else v
+                for k, v in values.items()}  # fmt: skip
+
+    return [turn if isinstance(turn, str) else [(tool, args(a)) for tool, a in turn]
+            for turn in SHARED[name]["turns"]]  # fmt: skip

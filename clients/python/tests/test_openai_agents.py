@@ -128,6 +128,26 @@ def test_a_repeated_read_is_blocked_then_stopped_and_ran_only_when_executed(lw, 
     assert len(tools.ran) == decisions.count("EXECUTE") == 2
 
 
+@pytest.mark.parametrize("name", sorted(scenarios.SHARED))
+def test_the_shared_scenarios_end_as_the_table_says(lw, operator, session, unique, name):
+    """clients/scenarios.json: the TypeScript adapters' tests play the same table."""
+    expected, invoice = scenarios.SHARED[name], f"INV-{unique}"
+    tools, s = Tools(lose_payment=expected.get("lose_payment", False)), session()
+    _, agent = guarded(scenarios.shared_script(name, invoice), tools, s)
+    if "stop" in expected:
+        with pytest.raises(TaskStopped) as caught:
+            run(agent)
+        assert [caught.value.state, caught.value.reason] == expected["stop"]
+    else:
+        assert run(agent).final_output == expected["final"]
+        task = lw.get_task(s.task_id)
+        assert [task["state"], task["reason"]] == expected["task"]
+    assert sorted(tool_decisions(lw, s.task_id)) == sorted(expected["decisions"])
+    assert tools.ran == expected["ran"]
+    if "operation" in expected:
+        assert operation_state(operator, f"pay-{invoice}") == expected["operation"]
+
+
 def test_a_committed_write_asked_again_is_reused_and_runs_once(lw, operator, session, unique):
     tools, s = Tools(), session()
     pay = ("pay", {"invoice": f"INV-{unique}", "amount": "12.00"})
