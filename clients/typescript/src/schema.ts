@@ -562,14 +562,15 @@ export interface components {
             max_stagnant: number;
             max_retries: number;
             max_polls: number;
-            deadline_seconds: number;
             max_tokens: number;
             /** @description A decimal string. */
             max_cost: string;
+            deadline_seconds: number;
             progress_mode: components["schemas"]["ProgressModeEnum"];
             /** Format: double */
             near_duplicate_threshold: number | null;
             lease_seconds: number;
+            default_estimate_tokens: number;
         };
         /**
          * @description Limits of a task. Every field is optional; unknown fields are refused.
@@ -602,8 +603,6 @@ export interface components {
             max_retries?: number;
             /** @description PENDING polls (default 10). */
             max_polls?: number;
-            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
-            deadline_seconds?: number;
             /**
              * Format: int64
              * @description Prompt plus completion tokens (default 200000).
@@ -611,6 +610,8 @@ export interface components {
             max_tokens?: number;
             /** @description Money, in the currency of the price table (default 5.00). */
             max_cost?: string | number;
+            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
+            deadline_seconds?: number;
             /**
              * @description `evidence`: only evidence.revision counts as progress; `novelty`: a data hash never seen in the task counts too.
              *
@@ -793,8 +794,6 @@ export interface components {
             max_retries?: number;
             /** @description PENDING polls (default 10). */
             max_polls?: number;
-            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
-            deadline_seconds?: number;
             /**
              * Format: int64
              * @description Prompt plus completion tokens (default 200000).
@@ -802,6 +801,8 @@ export interface components {
             max_tokens?: number;
             /** @description Money, in the currency of the price table (default 5.00). */
             max_cost?: string | number;
+            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
+            deadline_seconds?: number;
             /**
              * @description `evidence`: only evidence.revision counts as progress; `novelty`: a data hash never seen in the task counts too.
              *
@@ -848,8 +849,6 @@ export interface components {
             max_retries?: number;
             /** @description PENDING polls (default 10). */
             max_polls?: number;
-            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
-            deadline_seconds?: number;
             /**
              * Format: int64
              * @description Prompt plus completion tokens (default 200000).
@@ -857,6 +856,8 @@ export interface components {
             max_tokens?: number;
             /** @description Money, in the currency of the price table (default 5.00). */
             max_cost?: string | number;
+            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
+            deadline_seconds?: number;
             /**
              * @description `evidence`: only evidence.revision counts as progress; `novelty`: a data hash never seen in the task counts too.
              *
@@ -890,42 +891,99 @@ export interface components {
         Profile: {
             name: string;
             description?: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Paid model calls (default 20).
+             */
             max_model_calls?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Tool requests: executed, reused and blocked (default 40).
+             */
             max_tool_requests?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Real tool executions (default 20).
+             */
             max_tool_executions?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Identical calls allowed in the window (default 2).
+             */
             max_same_call?: number;
+            /**
+             * @description `block` nudges the model once with BLOCK, then stops; `stop` stops at once.
+             *
+             *     * `block` - block
+             *     * `stop` - stop
+             */
             repeat_action?: components["schemas"]["RepeatActionEnum"];
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Longest cycle period detected (default 3; a longer period is stricter).
+             */
             max_cycle_period?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Consecutive steps without verified progress (default 3).
+             */
             max_stagnant?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description RETRYABLE attempts, all layers together (default 3).
+             */
             max_retries?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description PENDING polls (default 10).
+             */
             max_polls?: number;
-            /** Format: int64 */
-            deadline_seconds?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Prompt plus completion tokens (default 200000).
+             */
             max_tokens?: number;
-            /** Format: decimal */
+            /**
+             * Format: decimal
+             * @description Money, in the currency of the price table (default 5.00).
+             */
             max_cost?: string;
+            /**
+             * Format: int64
+             * @description Wall-clock seconds per task (default 900; a resume grant extends it).
+             */
+            deadline_seconds?: number;
+            /**
+             * @description `evidence`: only evidence.revision counts as progress; `novelty`: a data hash never seen in the task counts too.
+             *
+             *     * `evidence` - evidence
+             *     * `novelty` - novelty
+             */
             progress_mode?: components["schemas"]["ProgressModeEnum"];
-            /** Format: double */
+            /**
+             * Format: double
+             * @description 0..1 similarity from which calls of one tool count as the same call; null disables the check.
+             */
             near_duplicate_threshold?: number | null;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description How long an IN_FLIGHT claim lives without a result (default 120).
+             */
             lease_seconds?: number;
             /**
              * Format: int64
-             * @description Tokens a model-call gate reserves when it carries no estimate and the model's price row has no default.
+             * @description Tokens a model-call gate without an estimate reserves, when the model's price row has no default estimate (default 4000; an agent may only raise it).
              */
             default_estimate_tokens?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Tasks one trigger_key may create per window (profiles only).
+             */
             max_tasks_per_trigger?: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description That window, in seconds; beyond it creation answers 429.
+             */
             trigger_window_seconds?: number;
             /** Format: date-time */
             readonly created_at: string;
@@ -960,8 +1018,6 @@ export interface components {
             max_retries?: number;
             /** @description PENDING polls (default 10). */
             max_polls?: number;
-            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
-            deadline_seconds?: number;
             /**
              * Format: int64
              * @description Prompt plus completion tokens (default 200000).
@@ -969,6 +1025,8 @@ export interface components {
             max_tokens?: number;
             /** @description Money, in the currency of the price table (default 5.00). */
             max_cost?: string | number;
+            /** @description Wall-clock seconds per task (default 900; a resume grant extends it). */
+            deadline_seconds?: number;
             /**
              * @description `evidence`: only evidence.revision counts as progress; `novelty`: a data hash never seen in the task counts too.
              *
