@@ -290,7 +290,7 @@ class ToolRequest:
     job_id: str | None = None
     ignore_fields: list[str] = field(default_factory=list)  # from the tool policy
     near_duplicate_threshold: float | None = None  # tool policy overrides the task's limit
-    similarity_provider: str = "lexical"  # the tool policy's: "lexical" | "embedding"
+    similarity_provider: str = "lexical"  # the tool policy's: "lexical" | "semantic" | "embedding"
     # Embedding vectors by fingerprint, fetched before the task row was locked (embedding
     # provider only); a fingerprint without one is scored lexically.
     vectors: dict[str, list[float]] = field(default_factory=dict)
