@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-
 from agents.guard.fingerprint import action_signature, plan_text
 from agents.guard.model import settle_usage
 from agents.guard.terms import CONTINUE, PARTIAL, STOP, SUCCESS, ToolResult, UsageReport
