@@ -140,8 +140,8 @@ def _stem(word: str) -> str:
 def identifiers(args_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """The identifying values of a canonical args text, by kind (lowercased, trimmed).
 
-    Found in string values (a range bound or a size is a nudge, not an identity, see
-    RANGE_FIELDS): e-mail addresses, quoted names, numbers (an invoice "INV-1001", an
+    Found in string values (the numbers and dates of a range bound or a size are a nudge,
+    not an identity, see RANGE_FIELDS): e-mail addresses, quoted names, numbers (an invoice "INV-1001", an
     "incident 42", a date "2026-12-01" reads as its numbers), capitalised names that do not
     open the text ("weather in Paris": a sentence's first word is capitalised anyway), and
     an argument whose value is one word (a city, a customer, a currency; not a list's items).
@@ -154,18 +154,19 @@ def identifiers(args_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     found: dict[str, set[str]] = {"email": set(), "quoted": set(), "number": set(),
                                   "name": set(), "value": set()}  # fmt: skip
 
-    def text(node: str, key: str, whole: bool) -> None:
+    def text(node: str, key: str, whole: bool, ranged: bool) -> None:
         rest = _EMAIL.sub(" ", node)
         found["email"].update(e.lower() for e in _EMAIL.findall(node))
         for groups in _QUOTED.findall(rest):
             found["quoted"].update(g.strip().lower() for g in groups if g.strip())
-        found["number"].update(n.lstrip("0") or "0" for n in _NUMBER.findall(rest))
+        if not ranged:
+            found["number"].update(n.lstrip("0") or "0" for n in _NUMBER.findall(rest))
         words = _WORD.findall(rest)
         for index, match in enumerate(_NAME.finditer(rest)):
             name = match.group().lower()
             if (index or match.start() > 0) and name not in _STOPWORDS and not name.isdigit():
                 found["name"].add(name)
-        if whole and len(words) == 1 and key:
+        if whole and len(words) == 1 and key and not (ranged and any(c.isdigit() for c in rest)):
             found["value"].add(f"{key}={words[0].lower()}")
 
     def walk(node: Any, key: str, whole: bool) -> None:
@@ -177,8 +178,8 @@ def identifiers(args_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
             # A list's words are a choice of fields or tags, not one named thing.
             for item in node:
                 walk(item, key, False)
-        elif isinstance(node, str) and flat not in RANGE_FIELDS and not _position_key(key):
-            text(node.strip(), key, whole)
+        elif isinstance(node, str) and not _position_key(key):
+            text(node.strip(), key, whole, flat in RANGE_FIELDS)
 
     walk(value, "", True)
     return tuple((kind, frozenset(values)) for kind, values in found.items() if values)
