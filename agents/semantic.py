@@ -52,7 +52,7 @@ class MissingExtra(RuntimeError):
 
 def available() -> bool:
     """Whether the extra is installed (the model itself loads on first use)."""
-    needed = (_PACKAGE, "tokenizers", "safetensors", "numpy")
+    needed = (_PACKAGE, "tokenizers", "safetensors", "numpy", "threadpoolctl")
     return all(importlib.util.find_spec(name) is not None for name in needed)
 
 
@@ -111,7 +111,9 @@ class Encoder:
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)
             ctx = (att @ v).transpose(1, 0, 2).reshape(n, heads * size)
-            x = self._norm(x + dense("attention.output.dense", ctx), p + "attention.output.LayerNorm")
+            x = self._norm(
+                x + dense("attention.output.dense", ctx), p + "attention.output.LayerNorm"
+            )
             h = dense("intermediate.dense", x)
             # GELU (tanh form: numpy has no erf; the two differ by less than 1e-3).
             h = 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
@@ -170,7 +172,10 @@ def embed(texts: list[str]) -> list[list[float]]:
     missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in out}
     if missing:
         model = _model()
-        fresh = {key: model.encode(text) for key, text in missing.items()}
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            fresh = {key: model.encode(text) for key, text in missing.items()}
         out.update(fresh)
         with _lock:
             _cache.update(fresh)

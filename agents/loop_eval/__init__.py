@@ -31,6 +31,7 @@ TRACES_DIR = Path(__file__).resolve().parent / "traces"
 TUNING_DIR = TRACES_DIR / "tuning"
 HELDOUT_DIR = TRACES_DIR / "heldout"
 LOOP_REASONS = ("same_call", "short_cycle", "near_duplicate")
+__all__ = ["LEXICAL", "SEMANTIC"]  # re-exported for the command and the report
 THRESHOLDS = tuple(round(0.40 + 0.05 * i, 2) for i in range(12)) + (0.97,)  # 0.40 .. 0.97
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
@@ -265,8 +266,7 @@ def chart_svg(rows: list[Row], best: Row | None) -> str:
         color = colors[detector]
         parts.append(f'<path d="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
         parts.append(
-            f'<text x="{width - pad - 90}" y="{pad + 12 + 14 * n}" fill="{color}">'
-            f"{detector}</text>"
+            f'<text x="{width - pad - 90}" y="{pad + 12 + 14 * n}" fill="{color}">{detector}</text>'
         )
         for r in points:
             x, y = xy(r.recall, r.precision)

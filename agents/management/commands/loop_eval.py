@@ -131,7 +131,9 @@ class Command(BaseCommand):
                 f"(precision {best.precision:.2f}, recall {best.recall:.2f}, "
                 f"max stop step {best.max_stop})"
             )
-            missed = [r.trace.name for r in best.replays if r.trace.label == "loop" and not r.stopped]
+            missed = [
+                r.trace.name for r in best.replays if r.trace.label == "loop" and not r.stopped
+            ]
             if missed:
                 self.stdout.write(f"loops it does not stop: {', '.join(missed)}")
         self._chart(options["chart"], rows, loop_eval.best_provider(picks))
