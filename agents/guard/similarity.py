@@ -141,10 +141,11 @@ def identifiers(args_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """The identifying values of a canonical args text, by kind (lowercased, trimmed).
 
     Found in string values (the numbers and dates of a range bound or a size are a nudge,
-    not an identity, see RANGE_FIELDS): e-mail addresses, quoted names, numbers (an invoice "INV-1001", an
-    "incident 42", a date "2026-12-01" reads as its numbers), capitalised names that do not
-    open the text ("weather in Paris": a sentence's first word is capitalised anyway), and
-    an argument whose value is one word (a city, a customer, a currency; not a list's items).
+    not an identity, see RANGE_FIELDS): e-mail addresses, quoted names, numbers (an invoice
+    "INV-1001", an "incident 42", a date "2026-12-01" reads as its numbers), capitalised
+    names that do not open the text ("weather in Paris": a sentence's first word is
+    capitalised anyway), and an argument whose value is one word (a city, a customer, a
+    currency; not a list's items).
     Position fields are compared whole by `positions_differ`.
     """
     try:

@@ -2,8 +2,9 @@
 
 `semantic` computes them with the embedded model of the `loopwarden[semantic]` extra
 (`agents.semantic`, in this process, cached by the text's hash); `embedding` asks an
-OpenAI-compatible endpoint. Both are asked *before* the task row is locked (docs/DESIGN.md section 4, check 10): an HTTP round trip must
-never hold the lock other requests of the task wait on. Vectors are cached by fingerprint (the
+OpenAI-compatible endpoint. Both are asked *before* the task row is locked (docs/DESIGN.md
+section 4, check 10): a model run or an HTTP round trip must never hold the lock other
+requests of the task wait on. Vectors are cached by fingerprint (the
 same call text always embeds the same), so a window's earlier calls cost one cache read each
 and only new texts go to the endpoint, in one batched request.
 
