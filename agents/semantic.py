@@ -116,7 +116,7 @@ class Encoder:
             )
             h = dense("intermediate.dense", x)
             # GELU (tanh form: numpy has no erf; the two differ by less than 1e-3).
-            h = 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h**3)))
+            h = 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h)))
             x = self._norm(x + dense("output.dense", h), p + "output.LayerNorm")
         pooled = x.mean(0)
         length = float(np.linalg.norm(pooled))
