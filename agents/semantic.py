@@ -20,8 +20,9 @@ import importlib.util
 import json
 import math
 import threading
+from array import array
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,11 @@ _MODEL_DIR = ("data", "embeddings", "sentence-transformers__all-MiniLM-L6-v2")
 # Tokens read of one text: a call's words, not a document (the model was trained on 256).
 MAX_TOKENS = 128
 # Vectors kept in this process, by the hash of the embedded text: a window's earlier calls
-# are scored against every new call of the same tool.
-CACHE_SIZE = 65_536
+# are scored against every new call of the same tool. Kept as 32-bit floats (1.5 KB a
+# vector, about 50 MB when full; a list of Python floats would take eight times that).
+CACHE_SIZE = 32_768
 
-_cache: OrderedDict[str, list[float]] = OrderedDict()
+_cache: OrderedDict[str, Sequence[float]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -85,7 +87,7 @@ class Encoder:
             prefix + ".bias"
         ]
 
-    def encode(self, text: str) -> list[float]:
+    def encode(self, text: str) -> Sequence[float]:
         np, w = self.np, self.w
         ids = np.array(self.tokenizer.encode(text).ids)
         n = len(ids)
@@ -120,7 +122,7 @@ class Encoder:
             x = self._norm(x + dense("output.dense", h), p + "output.LayerNorm")
         pooled = x.mean(0)
         length = float(np.linalg.norm(pooled))
-        return [float(c) / length for c in pooled] if length else [0.0] * len(pooled)
+        return array("f", (pooled / length if length else pooled).tolist())
 
 
 @lru_cache(maxsize=1)
@@ -160,10 +162,10 @@ def embed_text(args_text: str) -> str:
     return " ".join(words).strip()
 
 
-def embed(texts: list[str]) -> list[list[float]]:
+def embed(texts: list[str]) -> list[Sequence[float]]:
     """Unit vectors of `texts`, in order; each text is embedded once per process."""
     keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
-    out: dict[str, list[float]] = {}
+    out: dict[str, Sequence[float]] = {}
     with _lock:
         for key in keys:
             if key in _cache:
@@ -184,7 +186,7 @@ def embed(texts: list[str]) -> list[list[float]]:
     return [out[k] for k in keys]
 
 
-def vectors(calls: Mapping[str, str]) -> dict[str, list[float]]:
+def vectors(calls: Mapping[str, str]) -> dict[str, Sequence[float]]:
     """Vectors by fingerprint for `calls` (fingerprint -> canonical args text).
 
     A call with no words to read (numbers and flags only) gets none: the guard scores it

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -234,7 +234,7 @@ def lexical_score(a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
     return lexical(a_args, b_args)
 
 
-def cosine(a: list[float], b: list[float]) -> float | None:
+def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Cosine similarity clamped to 0..1 (an opposite direction is simply "not similar"), or
     None when the pair gives no evidence of likeness: vectors of different lengths (the
     endpoint switched models), or a value that is not a finite number (a NaN or inf component,
@@ -257,7 +257,7 @@ class VectorSimilarity:
     fields and identifiers decide first, as for lexical.
     """
 
-    def __init__(self, vectors: Mapping[str, list[float]]):
+    def __init__(self, vectors: Mapping[str, Sequence[float]]):
         self.vectors = vectors
 
     def __call__(self, a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:

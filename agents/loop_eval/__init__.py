@@ -17,6 +17,7 @@ shipped traces (or labelled stops from the database), calls `evaluate` and print
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -96,7 +97,7 @@ def eval_limits(threshold: float | None) -> terms.Limits:
     )  # fmt: skip
 
 
-def trace_vectors(trace: Trace) -> dict[str, list[float]]:
+def trace_vectors(trace: Trace) -> dict[str, Sequence[float]]:
     """The semantic vectors of every call of a trace, by fingerprint (computed before the
     replay, as the service computes them before it locks the task row)."""
     calls = {}
@@ -112,7 +113,7 @@ def replay(
     trace: Trace,
     threshold: float | None,
     provider: str = LEXICAL,
-    vectors: dict[str, list[float]] | None = None,
+    vectors: Mapping[str, Sequence[float]] | None = None,
 ) -> Replay:
     limits = eval_limits(threshold)
     task = terms.TaskState(
@@ -153,7 +154,7 @@ def score(
     detector: str,
     threshold: float | None,
     traces: list[Trace],
-    vectors: dict[str, dict[str, list[float]]] | None = None,
+    vectors: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
 ) -> Row:
     provider = LEXICAL if detector == "exact" else detector
     replays = [

@@ -18,6 +18,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -102,7 +103,7 @@ def _warn_missing_extra() -> None:
 
 def vectors_for(
     *, task_id: uuid.UUID | str, agent: Owner, request: ToolRequest
-) -> dict[str, list[float]]:
+) -> dict[str, Sequence[float]]:
     """Vectors by fingerprint for this call and the window's calls of the same tool.
 
     Empty unless the policy asks for vectors (semantic: the extra is installed; embedding: an
@@ -133,7 +134,9 @@ def vectors_for(
     if provider == SEMANTIC:
         return semantic.vectors(texts)
     cached = cache.get_many([_cache_key(f) for f in texts])
-    vectors = {f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached}
+    vectors: dict[str, Sequence[float]] = {
+        f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached
+    }
     missing = [f for f in texts if f not in vectors]
     if missing:
         fetched = fetch_embeddings([_embed_text(request.tool, texts[f]) for f in missing])
