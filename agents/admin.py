@@ -14,6 +14,7 @@ from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin
 
+from agents import semantic
 from agents.models import ModelPrice, ToolPolicy
 
 
@@ -28,7 +29,7 @@ class ToolPolicyForm(forms.ModelForm):
 
     similarity_provider = forms.ChoiceField(
         required=False,
-        choices=[("lexical", "lexical"), ("embedding", "embedding")],
+        choices=[("lexical", "lexical"), ("semantic", "semantic"), ("embedding", "embedding")],
         initial="lexical",
         help_text=ToolPolicy._meta.get_field("similarity_provider").help_text,
     )
@@ -72,7 +73,10 @@ class ToolPolicyForm(forms.ModelForm):
 
     def clean_similarity_provider(self):
         # Optional in the form: a policy that names no provider gets the built-in lexical one.
-        return self.cleaned_data["similarity_provider"] or "lexical"
+        provider = self.cleaned_data["similarity_provider"] or "lexical"
+        if provider == "semantic" and not semantic.available():
+            raise forms.ValidationError(str(semantic.MissingExtra()), code="semantic_extra_missing")
+        return provider
 
     def clean_near_duplicate_threshold(self):
         value = self.cleaned_data["near_duplicate_threshold"]

@@ -575,10 +575,11 @@ class ToolPolicy(models.Model):
     near_duplicate_threshold = models.FloatField(null=True, blank=True)
     similarity_provider = models.CharField(
         max_length=12,
-        choices=[("lexical", "lexical"), ("embedding", "embedding")],
+        choices=[("lexical", "lexical"), ("semantic", "semantic"), ("embedding", "embedding")],
         default="lexical",
         help_text="How near-duplicate calls are scored when a threshold is set: lexical (built "
-        "in) or embedding (the endpoint in LOOPWARDEN_EMBEDDINGS_URL; falls back to lexical).",
+        "in), semantic (the embedded model of the loopwarden[semantic] extra) or embedding (the "
+        "endpoint in LOOPWARDEN_EMBEDDINGS_URL; falls back to lexical).",
     )
     reconcile_url = models.URLField(blank=True)
     # Novelty progress (issue 13): what the data hash of this tool's results leaves out.

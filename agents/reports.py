@@ -218,9 +218,14 @@ def threshold_advice() -> ThresholdAdvice | None:
     cached = cache.get(key)
     if cached is not None:
         return cached or None
-    shipped = loop_eval.load_traces()
+    # The tuning part only (the held-out part judges a choice, it never makes one), and the
+    # lexical provider: the task limit's threshold scores lexically unless a tool policy says
+    # otherwise, and this page must not wait for a model.
+    shipped = loop_eval.load_traces(loop_eval.TUNING_DIR)
     labelled = labelled_traces()
-    best = loop_eval.recommend(loop_eval.evaluate(shipped + labelled))
+    best = loop_eval.recommend(
+        loop_eval.evaluate(shipped + labelled, provider_names=(loop_eval.LEXICAL,))
+    )
     advice = (
         ThresholdAdvice(best.threshold or 0.0, best.precision, best.recall, len(shipped),
                         len(labelled))

@@ -6,12 +6,17 @@ canonical args texts on 0..1. Two rules hold for every provider:
 - Position arguments are identity. A cursor, a page number, an offset, an id or a version that
   differs makes two calls different, however alike the rest is: that is how pagination and
   walking a list of records look, and they are the legitimate work the check must never catch.
+- Identifiers decide. Two calls whose identifying values differ (numbers, e-mail addresses,
+  quoted names, dates, capitalised names, one-word values) are two pieces of work whatever
+  their words say: "remind invoice 42" and "remind invoice 43" score 0 (`identifiers_differ`).
 - The score is symmetric and never raises: a text that is not JSON scores by its raw text.
 
 `lexical` is the built-in provider: token and character trigram overlap over the argument
-values, no model, a few microseconds per pair. `VectorSimilarity` wraps embedding vectors the
-service fetched before the task row was locked; a pair it has no vector for falls back to
-lexical, so a slow or failing endpoint never leaves a decision without a score.
+values, no model, a few microseconds per pair. `VectorSimilarity` wraps vectors the service
+computed (`semantic`: the embedded model of the `loopwarden[semantic]` extra) or fetched
+(`embedding`: an endpoint) before the task row was locked; a pair it has no vector for falls
+back to lexical, so a missing model or a failing endpoint never leaves a decision without a
+score.
 """
 
 from __future__ import annotations
@@ -19,13 +24,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 LEXICAL = "lexical"
 EMBEDDING = "embedding"
-PROVIDERS = (LEXICAL, EMBEDDING)
+SEMANTIC = "semantic"
+PROVIDERS = (LEXICAL, SEMANTIC, EMBEDDING)
+VECTOR_PROVIDERS = (SEMANTIC, EMBEDDING)
 
 # Argument names (lowercased, "_" and "-" dropped) whose value says *where* a call reads, not
 # *what* it asks. Any difference in one of them is a real difference. A single `date` picks a
@@ -47,6 +54,23 @@ _STOPWORDS = frozenset(
     "who whose when where why please me my our your about from that this these those it its "
     "as into any all some can could would should".split()
 )
+
+# Argument names whose value bounds a range or sizes an answer: moving one round after round
+# is the nudge loop the check exists for, so a number or date there is not an identifier.
+RANGE_FIELDS = frozenset(
+    {
+        "since", "until", "from", "to", "startdate", "enddate", "fromdate", "todate", "after",
+        "before", "limit", "max", "min", "top", "count", "size", "pagesize", "perpage", "first",
+        "last", "maxresults", "maxwords", "maxtokens", "temperature", "timeout", "days", "hours",
+    }
+)  # fmt: skip
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.UNICODE)
+_QUOTED = re.compile(r"'([^']{1,80})'|\"([^\"]{1,80})\"|\u201c([^\u201d]{1,80})\u201d")
+_NUMBER = re.compile(r"\d+")
+# A capitalised word ("Paris", "Globex"); all-capitals words are keywords as often as names
+# (SQL's SELECT, LIMIT), so they are not taken for one.
+_NAME = re.compile(r"\b[A-Z][a-z][^\W_]*", re.UNICODE)
 
 Similarity = Callable[[str, str, str, str], float]
 """score(fingerprint_a, args_text_a, fingerprint_b, args_text_b) -> 0..1."""
@@ -112,6 +136,68 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=4096)
+def identifiers(args_text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The identifying values of a canonical args text, by kind (lowercased, trimmed).
+
+    Found in string values (the numbers and dates of a range bound or a size are a nudge,
+    not an identity, see RANGE_FIELDS): e-mail addresses, quoted names, numbers (an invoice
+    "INV-1001", an "incident 42", a date "2026-12-01" reads as its numbers), capitalised
+    names that do not open the text ("weather in Paris": a sentence's first word is
+    capitalised anyway), and an argument whose value is one word (a city, a customer, a
+    currency; not a list's items).
+    Position fields are compared whole by `positions_differ`.
+    """
+    try:
+        value: Any = json.loads(args_text)
+    except (ValueError, TypeError):
+        value = args_text
+    found: dict[str, set[str]] = {"email": set(), "quoted": set(), "number": set(),
+                                  "name": set(), "value": set()}  # fmt: skip
+
+    def text(node: str, key: str, whole: bool, ranged: bool) -> None:
+        rest = _EMAIL.sub(" ", node)
+        found["email"].update(e.lower() for e in _EMAIL.findall(node))
+        for groups in _QUOTED.findall(rest):
+            found["quoted"].update(g.strip().lower() for g in groups if g.strip())
+        if not ranged:
+            found["number"].update(n.lstrip("0") or "0" for n in _NUMBER.findall(rest))
+        words = _WORD.findall(rest)
+        for index, match in enumerate(_NAME.finditer(rest)):
+            name = match.group().lower()
+            if (index or match.start() > 0) and name not in _STOPWORDS and not name.isdigit():
+                found["name"].add(name)
+        if whole and len(words) == 1 and key and not (ranged and any(c.isdigit() for c in rest)):
+            found["value"].add(f"{key}={words[0].lower()}")
+
+    def walk(node: Any, key: str, whole: bool) -> None:
+        flat = key.lower().replace("_", "").replace("-", "")
+        if isinstance(node, dict):
+            for name, item in node.items():
+                walk(item, name, True)
+        elif isinstance(node, list):
+            # A list's words are a choice of fields or tags, not one named thing.
+            for item in node:
+                walk(item, key, False)
+        elif isinstance(node, str) and not _position_key(key):
+            text(node.strip(), key, whole, flat in RANGE_FIELDS)
+
+    walk(value, "", True)
+    return tuple((kind, frozenset(values)) for kind, values in found.items() if values)
+
+
+def identifiers_differ(a_args: str, b_args: str) -> bool:
+    """True when both calls name identifying values of one kind and these differ.
+
+    A kind only one side names says nothing (a rephrase may add "please" or drop a name the
+    context already gives); a kind both name and name differently is two pieces of work.
+    """
+    if a_args == b_args:
+        return False
+    a, b = dict(identifiers(a_args)), dict(identifiers(b_args))
+    return any(b.get(kind, values) != values for kind, values in a.items())
+
+
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
@@ -131,13 +217,13 @@ def lexical(a_args: str, b_args: str) -> float:
     keeps its content words) and the trigram Jaccard over the sorted words (catches typos and
     inflections the crude stem misses). 0 when a position argument differs. Args with no
     words on either side (numbers and flags only) score by their tokens alone: two empty
-    trigram sets say nothing about likeness.
+    trigram sets say nothing about likeness. 0 too when identifying values differ.
     """
     if a_args == b_args:
         return 1.0
     pos_a, words_a, grams_a = _parsed(a_args)
     pos_b, words_b, grams_b = _parsed(b_args)
-    if pos_a != pos_b:
+    if pos_a != pos_b or identifiers_differ(a_args, b_args):
         return 0.0
     if not grams_a and not grams_b:
         return _jaccard(words_a, words_b)
@@ -148,7 +234,7 @@ def lexical_score(a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
     return lexical(a_args, b_args)
 
 
-def cosine(a: list[float], b: list[float]) -> float | None:
+def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
     """Cosine similarity clamped to 0..1 (an opposite direction is simply "not similar"), or
     None when the pair gives no evidence of likeness: vectors of different lengths (the
     endpoint switched models), or a value that is not a finite number (a NaN or inf component,
@@ -166,17 +252,18 @@ def cosine(a: list[float], b: list[float]) -> float | None:
 class VectorSimilarity:
     """Cosine over embedding vectors keyed by fingerprint; lexical for a pair it cannot score.
 
-    The vectors were fetched by the service before it locked the task row; a call that joined
-    the window since then simply has none and is scored lexically.
+    The vectors were computed or fetched by the service before it locked the task row; a call
+    that joined the window since then simply has none and is scored lexically. Position
+    fields and identifiers decide first, as for lexical.
     """
 
-    def __init__(self, vectors: Mapping[str, list[float]]):
+    def __init__(self, vectors: Mapping[str, Sequence[float]]):
         self.vectors = vectors
 
     def __call__(self, a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
         if a_args == b_args:
             return 1.0
-        if positions_differ(a_args, b_args):
+        if positions_differ(a_args, b_args) or identifiers_differ(a_args, b_args):
             return 0.0
         va, vb = self.vectors.get(a_fp), self.vectors.get(b_fp)
         score = cosine(va, vb) if va is not None and vb is not None else None
@@ -184,7 +271,10 @@ class VectorSimilarity:
 
 
 def text_similarity(a: str, b: str) -> float:
-    """Similarity of two free texts (plans, reflections): the lexical score of their words."""
+    """Similarity of two free texts (plans, reflections): the lexical score of their words.
+
+    Identifiers decide here too: "fetch page 2" and "fetch page 3" are two steps of work.
+    """
     if a == b:
         return 1.0
     return lexical(json.dumps(a), json.dumps(b))

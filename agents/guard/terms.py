@@ -10,6 +10,7 @@ signatures), so a decision costs the same at call 10 and at call 5,000.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -238,10 +239,10 @@ class ToolRequest:
     job_id: str | None = None
     ignore_fields: list[str] = field(default_factory=list)  # from the tool policy
     near_duplicate_threshold: float | None = None  # tool policy overrides the task's limit
-    similarity_provider: str = "lexical"  # the tool policy's: "lexical" | "embedding"
+    similarity_provider: str = "lexical"  # the tool policy's: "lexical" | "semantic" | "embedding"
     # Embedding vectors by fingerprint, fetched before the task row was locked (embedding
     # provider only); a fingerprint without one is scored lexically.
-    vectors: dict[str, list[float]] = field(default_factory=dict)
+    vectors: dict[str, Sequence[float]] = field(default_factory=dict)
 
     @cached_property
     def identity(self) -> tuple[str, str]:

@@ -15,7 +15,12 @@ from loopwarden_client.evidence import evidence_problem
 
 from agents.guard.fingerprint import canonical_json
 from agents.guard.novelty import result_hash
-from agents.guard.similarity import EMBEDDING, Similarity, VectorSimilarity, lexical_score
+from agents.guard.similarity import (
+    VECTOR_PROVIDERS,
+    Similarity,
+    VectorSimilarity,
+    lexical_score,
+)
 from agents.guard.terms import (
     BLOCK,
     BLOCK_CODE,
@@ -188,9 +193,9 @@ def _cluster(
 
 
 def similarity_for(req: ToolRequest) -> Similarity:
-    """The scorer of the tool policy's provider (lexical unless it says embedding and the
-    service could fetch vectors before the lock)."""
-    if req.similarity_provider == EMBEDDING and req.vectors:
+    """The scorer of the tool policy's provider (lexical unless it says semantic or embedding
+    and the service could compute or fetch vectors before the lock)."""
+    if req.similarity_provider in VECTOR_PROVIDERS and req.vectors:
         return VectorSimilarity(req.vectors)
     return lexical_score
 

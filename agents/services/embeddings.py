@@ -1,7 +1,10 @@
-"""Embedding vectors for the near-duplicate check's `embedding` provider.
+"""Embedding vectors for the near-duplicate check's `semantic` and `embedding` providers.
 
-Asked *before* the task row is locked (docs/DESIGN.md section 4, check 10): an HTTP round trip must
-never hold the lock other requests of the task wait on. Vectors are cached by fingerprint (the
+`semantic` computes them with the embedded model of the `loopwarden[semantic]` extra
+(`agents.semantic`, in this process, cached by the text's hash); `embedding` asks an
+OpenAI-compatible endpoint. Both are asked *before* the task row is locked (docs/DESIGN.md
+section 4, check 10): a model run or an HTTP round trip must never hold the lock other
+requests of the task wait on. Vectors are cached by fingerprint (the
 same call text always embeds the same), so a window's earlier calls cost one cache read each
 and only new texts go to the endpoint, in one batched request.
 
@@ -15,13 +18,15 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 from django.conf import settings
 from django.core.cache import cache
 
-from agents.guard.similarity import EMBEDDING
+from agents import semantic
+from agents.guard.similarity import EMBEDDING, SEMANTIC, VECTOR_PROVIDERS
 from agents.guard.terms import ToolRequest, WindowEntry
 from agents.models import Task
 from agents.taskrow import Owner, owned_by
@@ -86,18 +91,33 @@ def _embed_text(tool: str, args_text: str) -> str:
     return f"{tool}: {args_text}"
 
 
+_warned: list[bool] = []
+
+
+def _warn_missing_extra() -> None:
+    """Once per process: a policy says semantic but the extra is gone (scored lexically)."""
+    if not _warned:
+        _warned.append(True)
+        logger.warning("%s; near-duplicate falls back to lexical", semantic.MissingExtra())
+
+
 def vectors_for(
     *, task_id: uuid.UUID | str, agent: Owner, request: ToolRequest
-) -> dict[str, list[float]]:
+) -> dict[str, Sequence[float]]:
     """Vectors by fingerprint for this call and the window's calls of the same tool.
 
-    Empty unless the policy asks for embeddings, an endpoint is configured and a threshold
-    could apply. Reads the task's window without a lock: a call that joins the window before
-    the decision has no vector and is scored lexically, which is the same fallback as a miss.
+    Empty unless the policy asks for vectors (semantic: the extra is installed; embedding: an
+    endpoint is configured) and a threshold could apply. Reads the task's window without a
+    lock: a call that joins the window before the decision has no vector and is scored
+    lexically, which is the same fallback as a miss.
     """
-    if request.similarity_provider != EMBEDDING or not settings.EMBEDDINGS_URL:
+    provider = request.similarity_provider
+    if provider not in VECTOR_PROVIDERS or request.job_id:
         return {}
-    if request.job_id:
+    if provider == EMBEDDING and not settings.EMBEDDINGS_URL:
+        return {}
+    if provider == SEMANTIC and not semantic.available():
+        _warn_missing_extra()
         return {}
     row = Task.objects.filter(owned_by(agent), pk=task_id).values_list("window", "limits").first()
     if row is None:
@@ -111,8 +131,12 @@ def vectors_for(
         entry = WindowEntry.from_dict(raw)
         if entry.tool == request.tool:
             texts.setdefault(entry.fingerprint, entry.args)
+    if provider == SEMANTIC:
+        return semantic.vectors(texts)
     cached = cache.get_many([_cache_key(f) for f in texts])
-    vectors = {f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached}
+    vectors: dict[str, Sequence[float]] = {
+        f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached
+    }
     missing = [f for f in texts if f not in vectors]
     if missing:
         fetched = fetch_embeddings([_embed_text(request.tool, texts[f]) for f in missing])

@@ -7,7 +7,9 @@ import json
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
+from agents import loop_eval
 from agents.guard import terms
 from agents.models import Event
 
@@ -64,8 +66,31 @@ def test_loop_eval_from_db_replays_the_labelled_stops(as_operator, tripped_task,
     call_command("loop_eval", "--from-db", "--chart", str(tmp_path / "c.svg"), stdout=out)
 
     text = out.getvalue()
-    assert "1 traces from labelled tasks in the database: 0 loops, 1 legitimate" in text
+    assert "1 traces from labelled tasks in the database: 1 (0 loops, 1 legitimate)" in text
     assert "lexical        0.50" in text
+
+
+def test_loop_eval_exports_the_operators_labels_as_a_trace_file(
+    as_operator, tripped_task, tmp_path
+):
+    as_operator.post(f"/tasks/{tripped_task.pk}/label/", {"label": "real_loop"})
+    target = tmp_path / "labels" / "operators.json"
+
+    call_command("loop_eval", "--export-labels", str(target), stdout=io.StringIO())
+
+    [trace] = loop_eval.load_traces(target.parent)
+    assert (trace.name, trace.label) == (str(tripped_task.pk), "loop")
+    asked = list(tripped_task.tool_call_rows.order_by("seq").values_list("tool", "args"))
+    assert [(c["tool"], c["args"]) for c in trace.calls] == asked and asked
+    # The file replays like the shipped set: the loop it holds is stopped again.
+    [row] = [r for r in loop_eval.evaluate([trace], provider_names=()) if r.detector == "exact"]
+    assert row.replays[0].trace is trace
+
+
+def test_loop_eval_refuses_to_export_when_nothing_is_labelled(tmp_path, db):
+    with pytest.raises(CommandError, match="No labelled tasks"):
+        call_command("loop_eval", "--export-labels", str(tmp_path / "x.json"))
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_the_report_page_advises_the_recommended_threshold(as_operator, tripped_task):
@@ -74,7 +99,11 @@ def test_the_report_page_advises_the_recommended_threshold(as_operator, tripped_
     cache.clear()
     page = as_operator.get("/reports/daily/").content.decode()
 
-    assert "near_duplicate_threshold</span> to <strong>0.50</strong>" in page
+    tuned = loop_eval.recommend(
+        loop_eval.evaluate(loop_eval.load_traces(loop_eval.TUNING_DIR), provider_names=("lexical",))
+    )
+    assert tuned is not None
+    assert f"near_duplicate_threshold</span> to <strong>{tuned.threshold:.2f}</strong>" in page
     assert "0 stops operators labelled" in page
 
     as_operator.post(f"/tasks/{tripped_task.pk}/label/", {"label": "real_loop"})

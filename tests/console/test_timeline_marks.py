@@ -214,7 +214,7 @@ def test_a_late_result_on_a_stopped_task_does_not_join(agent, make_user):
     assert_marks_agree(task)
 
 
-@pytest.mark.parametrize("trace", loop_eval.load_traces(), ids=lambda t: t.name)
+@pytest.mark.parametrize("trace", loop_eval.load_traces(loop_eval.TUNING_DIR), ids=lambda t: t.name)
 def test_the_labelled_traces(agent, trace):
     """The loop_eval traces (realistic loops and legitimate work), replayed through the
     services with the exact rules only."""

@@ -173,11 +173,6 @@ def test_a_vector_that_cannot_be_compared_scores_lexically(broken):
     assert score("fa", a, "fb", b) == lexical(a, b)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: lexical scores one differing identifier low against shared template words "
-    "(BLOCK at 0.50-0.70, clean from 0.80); writes with different operation keys still cluster",
-)
 def test_a_reminder_per_invoice_is_not_a_near_duplicate_at_the_recommended_threshold():
     # One write per invoice, each under its own operation key and committed: the invoice is
     # the business identity, the template and channel are the same on purpose. Nothing the

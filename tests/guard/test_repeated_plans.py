@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import pytest
-
 from agents.guard.fingerprint import action_signature, plan_text
 from agents.guard.model import settle_usage
 from agents.guard.terms import CONTINUE, PARTIAL, STOP, SUCCESS, ToolResult, UsageReport
@@ -88,11 +86,6 @@ def test_different_reflections_continue():
     assert settle(task, output_text="Now drafting the reply to the customer.").decision == CONTINUE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: two reflections one number apart reach 0.80; the threshold loop_eval "
-    "recommends from tool calls alone also drives the reflection check",
-)
 def test_an_agent_that_narrates_its_pagination_is_not_repeating_itself():
     # At the recommended 0.50 (and up to 0.80) the reflection check stopped it at its second
     # turn: "page 2" and "page 3" are one word apart. The plans themselves (page=2, page=3)

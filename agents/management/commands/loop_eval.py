@@ -1,13 +1,19 @@
-"""`manage.py loop_eval`: precision, recall and stop step of the loop detectors by threshold.
+"""`manage.py loop_eval`: precision, recall and stop step of the loop detectors by provider and
+threshold.
 
-Replays labelled traces through the guard core (`agents.loop_eval`): the set shipped in
-agents/loop_eval/traces/ by default, or with --from-db the tasks operators labelled in the
-console ("real loop" / "false stop"). Prints one row per detector and threshold, writes a
-precision-recall chart (SVG) and names the recommended near_duplicate_threshold.
+Replays labelled traces through the guard core (`agents.loop_eval`). By default the shipped
+set: each provider's threshold is chosen on its tuning part (agents/loop_eval/traces/tuning/)
+and the table printed is the held-out part's (agents/loop_eval/traces/heldout/), so the
+recommendation is judged on traces the choice never saw. With --traces a folder of your own,
+or with --from-db the tasks operators labelled in the console ("real loop" / "false stop"),
+the table and the choice are on that one set. --export-labels FILE writes those labelled
+tasks as a trace file, to add to the set. Writes a precision-recall chart (SVG).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 from django.conf import settings
@@ -22,10 +28,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--traces", type=Path, default=loop_eval.TRACES_DIR, help="folder of *.json traces"
+            "--traces", type=Path, default=None, help="a folder of *.json traces (one set)"
         )
         parser.add_argument(
             "--from-db", action="store_true", help="use the stops operators labelled instead"
+        )
+        parser.add_argument(
+            "--export-labels",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help="write the tasks operators labelled as a trace file (JSON) and stop",
         )
         parser.add_argument(
             "--chart",
@@ -35,6 +48,63 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        if options["export_labels"] is not None:
+            self._export(options["export_labels"])
+            return
+        if options["from_db"] or options["traces"] is not None:
+            self._one_set(options)
+            return
+        tuning = loop_eval.load_traces(loop_eval.TUNING_DIR)
+        heldout = loop_eval.load_traces(loop_eval.HELDOUT_DIR)
+        self.stdout.write(
+            f"{len(tuning) + len(heldout)} traces from {loop_eval.TRACES_DIR}: "
+            f"tuning {self._counts(tuning)}; held-out {self._counts(heldout)}"
+        )
+        self.stdout.write(f"providers: {', '.join(loop_eval.providers())}")
+        tuned = loop_eval.evaluate(tuning)
+        judged = loop_eval.evaluate(heldout)
+        self.stdout.write("held-out part (each threshold replayed on traces tuning never saw):")
+        self.stdout.write(loop_eval.table(judged))
+        picks = []
+        for provider in loop_eval.providers():
+            chosen = loop_eval.recommend(tuned, provider)
+            if chosen is None:
+                self.stdout.write(
+                    f"recommended near_duplicate_threshold ({provider}): none "
+                    "(every threshold stops a legitimate tuning trace)"
+                )
+                continue
+            row = loop_eval.row_at(judged, provider, chosen.threshold)
+            assert row is not None
+            picks.append(row)
+            self.stdout.write(
+                f"recommended near_duplicate_threshold ({provider}): {row.threshold:.2f} "
+                f"(chosen on tuning; held-out precision {row.precision:.2f}, recall "
+                f"{row.recall:.2f}, tp {row.tp}, fp {row.fp}, nudged {row.nudged})"
+            )
+        best = loop_eval.best_provider(picks)
+        self._chart(options["chart"], judged, best)
+        if best is not None:
+            self.stdout.write(
+                f"recommended provider: {best.detector} at {best.threshold:.2f} "
+                f"(held-out precision {best.precision:.2f}, recall {best.recall:.2f})"
+            )
+
+    @staticmethod
+    def _counts(traces: list[loop_eval.Trace]) -> str:
+        loops = sum(1 for t in traces if t.label == "loop")
+        return f"{len(traces)} ({loops} loops, {len(traces) - loops} legitimate)"
+
+    def _export(self, path: Path) -> None:
+        traces = labelled_traces()
+        if not traces:
+            raise CommandError("No labelled tasks in the database: label stops in the console.")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [asdict(t) for t in traces]
+        path.write_text(json.dumps(rows, indent=1, ensure_ascii=False, default=str) + "\n")
+        self.stdout.write(f"{len(traces)} labelled traces written to {path}")
+
+    def _one_set(self, options) -> None:
         if options["from_db"]:
             traces = labelled_traces()
             source = "labelled tasks in the database"
@@ -43,25 +113,32 @@ class Command(BaseCommand):
             source = str(options["traces"])
         if not traces:
             raise CommandError(f"No labelled traces in {source}.")
-        loops = sum(1 for t in traces if t.label == "loop")
-        self.stdout.write(
-            f"{len(traces)} traces from {source}: {loops} loops, {len(traces) - loops} legitimate"
-        )
+        self.stdout.write(f"{len(traces)} traces from {source}: {self._counts(traces)}")
         rows = loop_eval.evaluate(traces)
-        best = loop_eval.recommend(rows)
         self.stdout.write(loop_eval.table(rows))
-        chart: Path = options["chart"]
+        picks = []
+        for provider in loop_eval.providers():
+            best = loop_eval.recommend(rows, provider)
+            if best is None:
+                self.stdout.write(
+                    f"recommended near_duplicate_threshold ({provider}): none "
+                    "(every threshold stops a legit trace)"
+                )
+                continue
+            picks.append(best)
+            self.stdout.write(
+                f"recommended near_duplicate_threshold ({provider}): {best.threshold:.2f} "
+                f"(precision {best.precision:.2f}, recall {best.recall:.2f}, "
+                f"max stop step {best.max_stop})"
+            )
+            missed = [
+                r.trace.name for r in best.replays if r.trace.label == "loop" and not r.stopped
+            ]
+            if missed:
+                self.stdout.write(f"loops it does not stop: {', '.join(missed)}")
+        self._chart(options["chart"], rows, loop_eval.best_provider(picks))
+
+    def _chart(self, chart: Path, rows: list[loop_eval.Row], best: loop_eval.Row | None) -> None:
         chart.parent.mkdir(parents=True, exist_ok=True)
         chart.write_text(loop_eval.chart_svg(rows, best))
         self.stdout.write(f"chart: {chart}")
-        if best is None:
-            self.stdout.write("recommended threshold: none (every threshold stops a legit trace)")
-            return
-        self.stdout.write(
-            f"recommended near_duplicate_threshold (lexical): {best.threshold:.2f} "
-            f"(precision {best.precision:.2f}, recall {best.recall:.2f}, "
-            f"max stop step {best.max_stop})"
-        )
-        missed = [r.trace.name for r in best.replays if r.trace.label == "loop" and not r.stopped]
-        if missed:
-            self.stdout.write(f"loops it does not stop: {', '.join(missed)}")

@@ -187,6 +187,18 @@ class Command(BaseCommand):
             default=200,
             help="tool requests with and without a near-duplicate threshold",
         )
+        parser.add_argument(
+            "--threshold-provider",
+            choices=["lexical", "semantic"],
+            default="lexical",
+            help="the similarity provider of the threshold phase's tool policy (semantic needs "
+            "the loopwarden[semantic] extra)",
+        )
+        parser.add_argument(
+            "--threshold-only",
+            action="store_true",
+            help="run the near-duplicate threshold phase alone",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         url = opts["database_url"]
@@ -207,6 +219,11 @@ class Command(BaseCommand):
             raise CommandError(
                 "--agents, --seconds, --slices, --samples and --threshold-samples must be positive"
             )
+        if opts["threshold_provider"] == "semantic":
+            from agents import semantic
+
+            if not semantic.available():
+                raise CommandError(str(semantic.MissingExtra()))
         opts["database"] = "SQLite (the embedded default)" if sqlite else "PostgreSQL"
         if opts["growth_only"]:
             self.growth(url, opts["growth_size"] or 200_000)
@@ -218,6 +235,16 @@ class Command(BaseCommand):
         opts["load_before"] = os.getloadavg()[0]
         opts["autovacuum"] = autovacuum_setting()
         env = server_env(opts["conn_max_age"], opts["log_level"])
+        if opts["threshold_only"]:
+            with gunicorn_server(database_url=url, workers=opts["workers"],
+                                 threads=opts["threads"], env=env) as server:  # fmt: skip
+                self.say(f"near-duplicate threshold on vs off ({opts['threshold_provider']}), "
+                         f"{opts['threshold_samples']} requests each")  # fmt: skip
+                analyze()
+                threshold = threshold_latency(server.api, tokens[0], opts["threshold_samples"],
+                                              opts["threshold_provider"])  # fmt: skip
+            self.report_threshold(*threshold, provider=opts["threshold_provider"])
+            return
         with gunicorn_server(database_url=url, workers=opts["workers"], threads=opts["threads"],
                              env=env) as server:  # fmt: skip
             self.say(f"gunicorn at {server.url}: {opts['workers']} workers x "
@@ -245,7 +272,8 @@ class Command(BaseCommand):
             self.say(f"near-duplicate threshold on vs off, {opts['threshold_samples']} requests "
                      f"each, {WINDOW_CALLS} prior calls in the window")  # fmt: skip
             analyze()
-            threshold = threshold_latency(server.api, tokens[0], opts["threshold_samples"])
+            threshold = threshold_latency(server.api, tokens[0], opts["threshold_samples"],
+                                          opts["threshold_provider"])  # fmt: skip
             self.say(f"keep-alive: {opts['pairs']} tool request + result pairs, twice")
             analyze()
             pairs = keepalive_pairs(server.api, tokens[0], opts["pairs"])
@@ -260,7 +288,7 @@ class Command(BaseCommand):
             opts["agents"] = count
             self.report(opts, decisions, baseline, floor, ratios, short, long, one_by_one)
         self.report_novelty(opts, *novelty)
-        self.report_threshold(*threshold)
+        self.report_threshold(*threshold, provider=opts["threshold_provider"])
         self.report_pairs(*pairs)
         if soak is not None:
             self.report_soak(opts, soak)
@@ -455,20 +483,25 @@ class Command(BaseCommand):
         self.trace_length_table(opts, title, short, long, None)
 
     def report_threshold(
-        self, without: Samples, with_: Samples, not_executed: int, probe: dict[str, str]
+        self,
+        without: Samples,
+        with_: Samples,
+        not_executed: int,
+        probe: dict[str, str],
+        provider: str = "lexical",
     ) -> None:
         """Issue 12: a decision with a threshold stays within 1.2x of one without, and the
         check adds no SQL statement (the window is on the task row it already reads)."""
         out = self.stdout.write
         out("")
-        out(f"a read tool's request, near-duplicate threshold {THRESHOLD:.2f} (lexical) on its "
+        out(f"a read tool's request, near-duplicate threshold {THRESHOLD:.2f} ({provider}) on its "
             f"policy vs none, {WINDOW_CALLS} prior calls of the tool in the window, "
             "one request at a time, interleaved:")  # fmt: skip
         head = f"{'workload':<30}{'requests':>10}{'':>10}{PERCENTILE_HEADS}"
         out(head)
         out("-" * len(head))
         out(row("without a threshold", without["tool"]))
-        out(row(f"with {THRESHOLD:.2f} (lexical)", with_["tool"]))
+        out(row(f"with {THRESHOLD:.2f} ({provider})", with_["tool"]))
         out(ratio_row("with / without", with_["tool"], without["tool"]))
         out("SQL statements per request, counted by the server (median, min-max):")
         for label, samples in (("without a threshold", without), ("with a threshold", with_)):
@@ -1208,7 +1241,7 @@ def grow_window(task_id: str, tool: str, queries: list[str], **limits: Any) -> N
 
 
 def threshold_latency(
-    api: str, token: str, samples: int
+    api: str, token: str, samples: int, provider: str = "lexical"
 ) -> tuple[Samples, Samples, int, dict[str, str]]:
     """Tool-request latencies (and statement counts) without and with a near-duplicate
     threshold on the tool's policy, one request at a time, alternating which goes first.
@@ -1225,7 +1258,7 @@ def threshold_latency(
     for tool, threshold in ((TOOL_WITH, THRESHOLD), (TOOL_WITHOUT, None)):
         policy, _ = ToolPolicy.objects.using(ALIAS).get_or_create(tool=tool)
         policy.near_duplicate_threshold = threshold
-        policy.similarity_provider = "lexical"
+        policy.similarity_provider = provider if threshold is not None else "lexical"
         policy.save(using=ALIAS)
     rng = random.Random(12)
     queries = [f"{subject} {aspect}" for subject in SUBJECTS for aspect in ASPECTS]

