@@ -69,3 +69,23 @@ def index_names(node: dict) -> set[str]:
     for child in node.get("Plans", []):
         names |= index_names(child)
     return names
+
+
+def clone_task(like, first: int, last: int, **made: str) -> None:
+    """Copies of the task row `like`, one for each n in first..last, in one statement, then
+    ANALYZE: `made` maps a column to the SQL expression (of `n`) that replaces its value."""
+    from agents.models import Task
+
+    made = {"id": "gen_random_uuid()", **made}
+    columns = [f.column for f in Task._meta.concrete_fields
+               if not f.generated and f.column not in made]  # fmt: skip
+    quote = connection.ops.quote_name
+    listed = ", ".join(quote(c) for c in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO agents_task ({', '.join(quote(c) for c in made)}, {listed}) "
+            f"SELECT {', '.join(made.values())}, {listed} "
+            "FROM agents_task, generate_series(%s, %s) AS n WHERE id = %s",
+            [first, last, like.pk],
+        )
+        cursor.execute("ANALYZE agents_task")

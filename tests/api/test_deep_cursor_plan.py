@@ -10,13 +10,12 @@ for a page in the middle and reads from the plan how many task rows it looked at
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 from django.test import RequestFactory
 
 from agents.api import pagination
 from agents.models import Task
 from agents.services import tasks
-from tests.api.plans import plans_of, rows_read, scans
+from tests.api.plans import clone_task, plans_of, rows_read, scans
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
 
@@ -26,17 +25,7 @@ LIMIT = 20
 
 def test_a_deep_page_reads_its_own_rows_not_every_newer_one(agent_row):
     like = tasks.task_create(agent=agent_row, goal="one of many")
-    columns = [f.column for f in Task._meta.concrete_fields
-               if not f.generated and f.column not in ("id", "created_at")]  # fmt: skip
-    listed = ", ".join(connection.ops.quote_name(c) for c in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO agents_task (id, created_at, {listed}) "
-            f"SELECT gen_random_uuid(), created_at - n * INTERVAL '1 minute', {listed} "
-            "FROM agents_task, generate_series(1, %s) AS n WHERE id = %s",
-            [TASKS, like.pk],
-        )
-        cursor.execute("ANALYZE agents_task")
+    clone_task(like, 1, TASKS, created_at="created_at - n * INTERVAL '1 minute'")
     deep = Task.objects.order_by("-created_at", "-pk")[TASKS // 2]  # as many rows on each side
     cursor_text = f"{pagination._micros(deep.created_at)}.{deep.pk.hex}"
     request = RequestFactory().get("/api/v1/tasks", {"cursor": cursor_text, "limit": LIMIT})

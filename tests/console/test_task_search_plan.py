@@ -11,12 +11,10 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from django.db import connection
 
-from agents.models import Task
 from agents.services import tasks
 from console import queries
-from tests.api.plans import plans_of, rows_read, scans
+from tests.api.plans import clone_task, plans_of, rows_read, scans
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.usefixtures("on_postgres")]
 
@@ -25,17 +23,7 @@ TASKS = 20000
 
 def test_a_search_reads_the_tasks_it_finds(agent):
     like = tasks.task_create(agent=agent, goal="reconcile invoice 7")
-    columns = [f.column for f in Task._meta.concrete_fields
-               if not f.generated and f.column not in ("id", "goal")]  # fmt: skip
-    listed = ", ".join(connection.ops.quote_name(c) for c in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO agents_task (id, goal, {listed}) "
-            f"SELECT gen_random_uuid(), 'reconcile invoice ' || md5(n::text), {listed} "
-            "FROM agents_task, generate_series(100, %s) AS n WHERE id = %s",
-            [TASKS, like.pk],
-        )
-        cursor.execute("ANALYZE agents_task")
+    clone_task(like, 100, TASKS, goal="'reconcile invoice ' || md5(n::text)")
 
     wanted = hashlib.md5(b"2999").hexdigest()  # noqa: S324 (a name, not a secret)
     found: list = []
