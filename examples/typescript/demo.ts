@@ -10,7 +10,8 @@
 
 import { Client, write, type Guard, type TaskSession } from "@loopwarden/client";
 
-export const URL = process.env.LOOPWARDEN_URL ?? "http://127.0.0.1:8000/api/v1/";
+export const URL =
+  process.env.LOOPWARDEN_URL ?? `http://127.0.0.1:${process.env.PORT ?? "8000"}/api/v1/`;
 const TOKEN = process.env.LOOPWARDEN_TOKEN;
 export const INVOICE = `INV-${Math.random().toString(16).slice(2, 8)}`;
 export const TOOLS = { pay: write({ key: "pay-{invoice}" }) }; // how each payment's operation key is derived
