@@ -69,9 +69,12 @@ def decision_logged(
         line.update(tool=operation.tool, fingerprint=operation.fingerprint or None,
                     operation_key=operation.operation_key)  # fmt: skip
     log.info(_encode(line))
-    # A trigger: a rule that fired without stopping (a BLOCK), or any stop with a code
-    # (goal_met has none: completing is not a trip).
-    trigger = outcome.trigger or (outcome.reason if outcome.stopped_now else None)
+    # A trigger: a rule that fired without stopping (a BLOCK), or a stop of the guard's own (a
+    # breaker trip, `terms.is_trip`): completing is not a trip, nor a stop by a person or by
+    # the agent itself (GUARD_STOPPED), which the dashboard and the metrics don't count either.
+    trigger = outcome.trigger or (
+        outcome.reason if outcome.stopped_now and terms.is_trip(outcome.reason) else None
+    )
     if trigger and terms.REASON_CODES.get(trigger):
         log.info(_encode({**line, "event": "guard_trigger", "trigger_of": event,
                       "reason": trigger, "code": terms.REASON_CODES.get(trigger)}))  # fmt: skip

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agents.guard import terms
-from agents.services import runner, sweeps
+from agents.services import operator, runner, sweeps
 from agents.services.hooks import LINE_KEYS
 
 
@@ -67,4 +67,17 @@ def test_a_completed_task_is_not_a_trigger(make_task, agent_row, json_logs):
     runner.task_finish(task_id=task.pk, agent=agent_row, evidence={"revision": 1, "done": True})
 
     assert json_logs("finish")[0]["reason"] == "goal_met"
+    assert json_logs("guard_trigger") == []
+
+
+def test_a_stop_by_a_person_or_the_agent_is_not_a_trigger(make_task, agent_row, json_logs):
+    # A person's stop (operator_stop) and the agent's own (agent_stop) are decisions, but no
+    # rule of the guard fired: the trigger lines count breaker trips only, as the dashboard and
+    # the metrics do (terms.is_trip).
+    by_person, by_agent = make_task(), make_task()
+    operator.task_stop(task_id=by_person.pk, reason="wrong customer")
+    operator.task_stop(task_id=by_agent.pk, agent=agent_row)
+
+    stops = json_logs("stop")
+    assert [line["reason"] for line in stops] == ["operator_stop", "agent_stop"]
     assert json_logs("guard_trigger") == []
