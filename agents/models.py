@@ -280,6 +280,10 @@ class Task(ReadOften):
     # When retention removed the trace rows, events and seen hashes this task had before then
     # (agents.services.retention); the counters, phases and stop report stay.
     trace_pruned_at = models.DateTimeField(null=True, blank=True)
+    # Set only when the goal or external_ref holds a secret (agents.redaction.
+    # masked_search_text): the two masked, which the console's search reads instead of them.
+    # Written once, when the task is created; null (no bytes in the row) for every other task.
+    masked_search = models.TextField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

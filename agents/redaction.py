@@ -226,3 +226,15 @@ def redact(value: Any, extra_fields: Iterable[str] = ()) -> Any:
     function every place an operator reads calls."""
     policy = RedactionPolicy(extra_fields) if extra_fields else DEFAULT
     return policy.apply(value)
+
+
+def masked_search_text(goal: str, external_ref: str) -> str | None:
+    """What the console's search reads of a task whose goal or external_ref holds a secret:
+    both as an operator sees them, masked, one line each. None when masking changes neither
+    (nearly every task), so the search reads the raw columns.
+
+    Searching the raw text would let anyone who may search read a secret one character at a
+    time, though every page shows it masked.
+    """
+    shown = DEFAULT.mask_text(goal), DEFAULT.mask_text(external_ref)
+    return "\n".join(shown) if shown != (goal, external_ref) else None

@@ -102,7 +102,11 @@ def dashboard_tasks(
 
 def _search(text: str) -> Q:
     """What `text` may name: a task id, goal or external_ref words, or an operation key."""
-    found = Q(goal__icontains=text) | Q(external_ref__icontains=text)
+    # A task whose goal or external_ref holds a secret is searched as an operator sees it,
+    # masked (`Task.masked_search`): its raw text would answer guesses at the secret.
+    found = Q(masked_search__isnull=True) & (
+        Q(goal__icontains=text) | Q(external_ref__icontains=text)
+    ) | Q(masked_search__icontains=text)
     with contextlib.suppress(ValueError):  # not an id: the other kinds may still match
         found |= Q(pk=uuid.UUID(text))
     try:

@@ -12,6 +12,7 @@ from agents.errors import Conflict, Forbidden, TriggerLoop
 from agents.guard import core, terms
 from agents.guard.registry import PROFILE_DEFAULTS
 from agents.models import Agent, Event, EventKind, LimitProfile, Phase, Task
+from agents.redaction import masked_search_text
 
 DEFAULT_PROFILE = "default"
 
@@ -111,6 +112,7 @@ def task_create(
                 profile=chosen,
                 goal=goal,
                 external_ref=external_ref or "",
+                masked_search=masked_search_text(goal, external_ref or ""),
                 trigger_key=trigger_key or "",
                 limits=task_limits.to_dict(),
                 initial_limits=task_limits.to_dict(),

@@ -188,3 +188,17 @@ def test_a_search_longer_than_any_key_is_an_error_not_an_unfiltered_list(as_oper
     assert response.status_code == 422
     page = response.content.decode()
     assert "at most 300 characters" in page
+
+
+def test_a_secret_in_a_goal_cannot_be_found_by_its_characters(as_operator, agent):
+    # The console shows the goal masked; a search that matched the raw text would let anyone
+    # who can search read the secret a character at a time ("is it sk_live_51Hx? sk_live_51Hy?").
+    secret = "sk_live_51HxYzAbCdEfGhIjKlMnOpQr"
+    tasks.task_create(agent=agent, goal=f"Charge the card with key {secret} for order 7",
+                      external_ref=f"ref {secret}")  # fmt: skip
+
+    for typed in (secret, secret[:14], secret[8:20]):
+        assert "Charge the card" not in rows(as_operator.get("/", {"q": typed}).content.decode())
+    # The words an operator sees are still found.
+    assert "Charge the card" in rows(as_operator.get("/", {"q": "for order 7"}).content.decode())
+    assert "Charge the card" in rows(as_operator.get("/", {"q": "ref"}).content.decode())
