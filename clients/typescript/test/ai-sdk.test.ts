@@ -9,31 +9,16 @@ import { z } from "zod";
 import { guardAiSdk } from "../src/ai-sdk.js";
 import { read, write, type EvidenceFn, type JSONObject } from "../src/index.js";
 import { STRICT_TOKEN, agent, modelCalls, newTask, operationState, toolDecisions, unique } from "./helpers.js";
-import { COMPLETION_TOKENS, PROMPT_TOKENS, aiSdkModel, sharedScenarios, type Turn } from "./scripted.js";
+import { COMPLETION_TOKENS, PROMPT_TOKENS, aiSdkModel, sharedScenarios, toolBodies, type Turn } from "./scripted.js";
 
 /** The tools an agent gets, counting their real executions. */
 function tools(options: { losePayment?: boolean } = {}) {
-  const ran: string[] = [];
+  const body = toolBodies(options);
   const all = {
-    search: tool({
-      description: "Search the knowledge base.",
-      inputSchema: z.object({ query: z.string() }),
-      execute: async ({ query }) => {
-        ran.push("search");
-        return query === "refund policy" ? "Refunds take 5 days." : "nothing found";
-      },
-    }),
-    pay: tool({
-      description: "Pay an invoice.",
-      inputSchema: z.object({ invoice: z.string(), amount: z.string() }),
-      execute: async ({ invoice }) => {
-        ran.push("pay");
-        if (options.losePayment) throw new Error("the payment provider did not answer");
-        return `paid ${invoice}`;
-      },
-    }),
+    search: tool({ description: "Search the knowledge base.", inputSchema: z.object({ query: z.string() }), execute: body.search }),
+    pay: tool({ description: "Pay an invoice.", inputSchema: z.object({ invoice: z.string(), amount: z.string() }), execute: body.pay }),
   };
-  return { ran, all };
+  return { ran: body.ran, all };
 }
 
 async function scenario(turns: Turn[], options: { losePayment?: boolean; token?: string; evidence?: EvidenceFn; stream?: boolean } = {}) {

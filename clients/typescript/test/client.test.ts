@@ -7,6 +7,13 @@ import { test } from "node:test";
 import { Client, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, run, type JSONObject } from "../src/index.js";
 import { STRICT_TOKEN, agent, closedPort, firstN, newTask, operationState, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
 
+/** A fresh task's session and a new payment key, for the tests of one keyed write. */
+async function payment() {
+  const lw = agent();
+  const taskId = await newTask(lw);
+  return { lw, taskId, session: lw.session(taskId), key: `pay-${unique()}` };
+}
+
 test("ALLOW, then CONTINUE for the usage, each decision seen by onDecision", async () => {
   const seen: string[] = [];
   const lw = agent({ onDecision: (endpoint, _request, answer) => seen.push(`${endpoint}:${answer.decision}`) });
@@ -58,10 +65,7 @@ test("EXECUTE runs a read; a repeat is BLOCKed with the guard's observation, the
 });
 
 test("a keyed write asked twice runs once: EXECUTE, then REUSE with the stored result", async () => {
-  const lw = agent();
-  const taskId = await newTask(lw);
-  const session = lw.session(taskId);
-  const key = `pay-${unique()}`;
+  const { session, key } = await payment();
   let ran = 0;
   const pay = () => {
     ran += 1;
@@ -102,10 +106,7 @@ test("WAIT is slept out for its retry_after_ms while another call holds the writ
 });
 
 test("a write whose result is lost is reported NO_RESULT: UNKNOWN, NEEDS_HUMAN, never run again", async () => {
-  const lw = agent();
-  const taskId = await newTask(lw);
-  const session = lw.session(taskId);
-  const key = `pay-${unique()}`;
+  const { session, key } = await payment();
   let ran = 0;
   const pay = () => {
     ran += 1;

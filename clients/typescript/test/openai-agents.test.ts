@@ -9,34 +9,17 @@ import { z } from "zod";
 import { read, write, type EvidenceFn, type JSONObject } from "../src/index.js";
 import { AgentTaskStopped, guardAgent, taskStopped } from "../src/openai-agents.js";
 import { STRICT_TOKEN, agent, modelCalls, newTask, operationState, toolDecisions, unique } from "./helpers.js";
-import { AgentsScriptedModel, COMPLETION_TOKENS, PROMPT_TOKENS, sharedScenarios, type Turn } from "./scripted.js";
+import { AgentsScriptedModel, COMPLETION_TOKENS, PROMPT_TOKENS, sharedScenarios, toolBodies, type Turn } from "./scripted.js";
 
 setTracingDisabled(true);
 
 function tools(options: { losePayment?: boolean } = {}) {
-  const ran: string[] = [];
+  const body = toolBodies(options);
   const all = [
-    tool({
-      name: "search",
-      description: "Search the knowledge base.",
-      parameters: z.object({ query: z.string() }),
-      execute: async ({ query }) => {
-        ran.push("search");
-        return query === "refund policy" ? "Refunds take 5 days." : "nothing found";
-      },
-    }),
-    tool({
-      name: "pay",
-      description: "Pay an invoice.",
-      parameters: z.object({ invoice: z.string(), amount: z.string() }),
-      execute: async ({ invoice }) => {
-        ran.push("pay");
-        if (options.losePayment) throw new Error("the payment provider did not answer");
-        return `paid ${invoice}`;
-      },
-    }),
+    tool({ name: "search", description: "Search the knowledge base.", parameters: z.object({ query: z.string() }), execute: body.search }),
+    tool({ name: "pay", description: "Pay an invoice.", parameters: z.object({ invoice: z.string(), amount: z.string() }), execute: body.pay }),
   ];
-  return { ran, all };
+  return { ran: body.ran, all };
 }
 
 async function scenario(turns: Turn[], options: { losePayment?: boolean; token?: string; evidence?: EvidenceFn; stream?: boolean } = {}) {

@@ -120,3 +120,21 @@ export function sharedScenarios(invoice: string): Array<[string, SharedScenario]
     { ...s, turns: s.turns.map((t): Turn => (typeof t === "string" ? { text: t } : { calls: t.map(([tool, args]) => [tool, fill(args)] as [string, JSONObject]) })) },
   ]);
 }
+
+/** What the two tools every adapter test gives its agent do, counting their real executions
+ * (each framework wraps them in its own `tool()`). */
+export function toolBodies(options: { losePayment?: boolean } = {}) {
+  const ran: string[] = [];
+  return {
+    ran,
+    search: async ({ query }: { query: string }) => {
+      ran.push("search");
+      return query === "refund policy" ? "Refunds take 5 days." : "nothing found";
+    },
+    pay: async ({ invoice }: { invoice: string; amount: string }) => {
+      ran.push("pay");
+      if (options.losePayment) throw new Error("the payment provider did not answer");
+      return `paid ${invoice}`;
+    },
+  };
+}
