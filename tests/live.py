@@ -6,6 +6,7 @@ imports tests); it is re-exported here for the tests that start one.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,10 @@ import httpx
 
 from devtools.live import ROOT, GunicornServer, database_url, free_port, gunicorn_server
 
-__all__ = ["ROOT", "Api", "GunicornServer", "database_url", "free_port", "gunicorn_server", "race"]
+__all__ = [
+    "ROOT", "Api", "GunicornServer", "database_url", "free_port", "gunicorn_server", "race",
+    "terminal_env",
+]  # fmt: skip
 
 T = TypeVar("T")
 
@@ -34,6 +38,24 @@ def race(calls: Sequence[Callable[[], T]], *, timeout: float = 120.0) -> list[T]
     with ThreadPoolExecutor(max_workers=len(calls)) as pool:
         futures = [pool.submit(start, call) for call in calls]
         return [future.result(timeout=timeout) for future in futures]
+
+
+def terminal_env(
+    *, port: int, settings_dict: Mapping[str, Any], data_dir: Any, drop: Sequence[str] = ()
+) -> dict[str, str]:
+    """The environment of a second terminal next to a server on `port` and its database: no
+    test runner's variables, no PYTHONPATH (and the names in `drop`), the data under
+    `data_dir`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
+    for name in ("PYTHONPATH", *drop):
+        env.pop(name, None)
+    env.update(
+        PORT=str(port),
+        DATABASE_URL=database_url(settings_dict),
+        LOOPWARDEN_DATA_DIR=str(data_dir),
+        PYTHONWARNINGS="ignore",
+    )
+    return env
 
 
 class Api:

@@ -34,7 +34,7 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
-from tests.live import ROOT, database_url
+from tests.live import ROOT, terminal_env
 
 DOCUMENTS = sorted(
     {
@@ -195,17 +195,12 @@ def reader_env(live_server, tmp_path) -> dict[str, str]:
     migration, which an earlier live-server test's flush took away (post_migrate, run again by
     the flush, makes the `default` profile and the groups)."""
     import_module("agents.migrations.0006_novelty_profile").create_novelty_profile(apps, None)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
-    for name in ("PYTHONPATH", "VIRTUAL_ENV", "LOOPWARDEN_TOKEN", "LOOPWARDEN_URL"):
-        env.pop(name, None)
+    env = terminal_env(
+        port=urlparse(live_server.url).port, settings_dict=connection.settings_dict,
+        data_dir=tmp_path / "data", drop=("VIRTUAL_ENV", "LOOPWARDEN_TOKEN", "LOOPWARDEN_URL"),
+    )  # fmt: skip
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
-    env.update(
-        PORT=str(urlparse(live_server.url).port),
-        DATABASE_URL=database_url(connection.settings_dict),
-        LOOPWARDEN_DATA_DIR=str(tmp_path / "data"),
-        PYTHONWARNINGS="ignore",
-    )
     return env
 
 

@@ -10,7 +10,6 @@ to set: `PORT`, the server's `DATABASE_URL`/`LOOPWARDEN_DATA_DIR`, and the token
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from django.db import connection
 
 from agents.guard import terms
 from agents.models import Task
-from tests.live import ROOT, database_url
+from tests.live import ROOT, terminal_env
 
 # Slow (the README in subprocesses against a live server): `./dev test` leaves it out, CI runs it.
 pytestmark = pytest.mark.slow
@@ -39,15 +38,10 @@ def code_block(language: str, containing: str) -> str:
 @pytest.fixture
 def server_env(live_server, tmp_path) -> dict[str, str]:
     """The environment of a second terminal next to the server."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
-    env.pop("PYTHONPATH", None)
-    env.update(
-        PORT=str(urlparse(live_server.url).port),
-        DATABASE_URL=database_url(connection.settings_dict),
-        LOOPWARDEN_DATA_DIR=str(tmp_path / "data"),
-        PYTHONWARNINGS="ignore",
-    )
-    return env
+    return terminal_env(
+        port=urlparse(live_server.url).port, settings_dict=connection.settings_dict,
+        data_dir=tmp_path / "data",
+    )  # fmt: skip
 
 
 def run_curl_example(env: dict[str, str]) -> subprocess.CompletedProcess:
