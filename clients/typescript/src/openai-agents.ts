@@ -21,13 +21,16 @@
  * same way, once, under the same guard. What cannot be guarded is refused when the agent is
  * wrapped: hosted tools and MCP servers (they run outside this process) and `Agent.asTool()`
  * tools (their nested run is out of reach). A model given by name (or none, the default) is
- * resolved at the first call through `modelProvider`, or the SDK's OpenAI provider.
+ * resolved at the first call through `modelProvider`, or the SDK's OpenAI provider. An agent with
+ * no model of its own that runs on a `Runner`'s model (`RunConfig.model`: the SDK prefers the
+ * agent's) needs `new Runner(guardRunConfig(config, guarded))`: the clones always carry a model
+ * (the gate's wrapper), so without it they would resolve the default model instead.
  *
  * When a model call answers without tool calls (the run's final answer), the task is finished
  * with the verifier's latest evidence, unless `keepOpen`.
  */
 
-import { Agent, Handoff, Usage, type FunctionTool, type Model, type ModelProvider, type ModelRequest, type ModelResponse } from "@openai/agents";
+import { Agent, Handoff, Usage, type FunctionTool, type Model, type ModelProvider, type ModelRequest, type ModelResponse, type RunConfig } from "@openai/agents";
 
 import { TaskStopped } from "./errors.js";
 import { Guard, type GuardOptions } from "./guard.js";
@@ -79,12 +82,31 @@ export function guardAgent<A extends AnyAgent>(agent: A, session: TaskSession, o
   const graph = new Graph(new Guard(session, guardOptions), modelProvider ?? null);
   const clone = graph.clone(agent);
   graph.guard.checkTools(graph.toolNames);
+  graphs.set(clone, graph);
   return clone as A & { loopwarden: Guard };
+}
+
+/** The graph behind each `guardAgent` clone, for `guardRunConfig`. */
+const graphs = new WeakMap<AnyAgent, Graph>();
+
+/** The config to give the `Runner` that runs a guarded agent (`guardAgent`'s clone). Its `model`
+ * (a `Model`, or a name resolved through its `modelProvider` at the first call) becomes the model
+ * of every clone that has none of its own, as the Runner would choose it, and passes the gate
+ * like theirs; the clones' model names resolve through its `modelProvider` from now on. */
+export function guardRunConfig<C extends Partial<RunConfig>>(config: C, guarded: AnyAgent): C {
+  const graph = graphs.get(guarded);
+  if (!graph) throw new TypeError("guard the agent first: guardRunConfig(config, guardAgent(...))");
+  if (config.modelProvider) graph.provider = config.modelProvider;
+  if (config.model) graph.runModel = config.model;
+  return config;
 }
 
 class Graph {
   readonly clones = new Map<AnyAgent, AnyAgent>();
   readonly toolNames = new Set<string>();
+
+  /** The Runner's model (`guardRunConfig`), for the agents that have none of their own. */
+  runModel: string | Model | null = null;
 
   constructor(
     readonly guard: Guard,
@@ -189,15 +211,23 @@ export class GuardedModel implements Model {
     return this.graph.guard;
   }
 
+  /** The agent's own model, else the Runner's (`guardRunConfig`), as the SDK's `selectModel`. */
+  #chosen(): string | Model | undefined {
+    const own = this.source === Agent.DEFAULT_MODEL_PLACEHOLDER ? undefined : this.source;
+    return own || this.graph.runModel || undefined;
+  }
+
   async model(): Promise<Model> {
-    if (this.source && typeof this.source !== "string") return this.source;
-    this.#resolved ??= await this.graph.resolve(this.source || undefined);
+    const chosen = this.#chosen();
+    if (chosen && typeof chosen !== "string") return chosen;
+    this.#resolved ??= await this.graph.resolve(chosen || undefined);
     return this.#resolved;
   }
 
   #name(): string | null {
-    if (typeof this.source === "string" && this.source) return this.source;
-    const name = (this.source as { model?: unknown } | undefined)?.model;
+    const chosen = this.#chosen();
+    if (typeof chosen === "string" && chosen) return chosen;
+    const name = (chosen as { model?: unknown } | undefined)?.model;
     return typeof name === "string" ? name : null;
   }
 

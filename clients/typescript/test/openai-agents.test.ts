@@ -3,11 +3,11 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Agent, handoff, run, setTracingDisabled, tool } from "@openai/agents";
+import { Agent, Runner, handoff, run, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
 
 import { read, write, type EvidenceFn, type JSONObject } from "../src/index.js";
-import { AgentTaskStopped, guardAgent, taskStopped } from "../src/openai-agents.js";
+import { AgentTaskStopped, guardAgent, guardRunConfig, taskStopped } from "../src/openai-agents.js";
 import { STRICT_TOKEN, agent, modelCalls, newTask, operationState, toolDecisions, unique } from "./helpers.js";
 import { AgentsScriptedModel, COMPLETION_TOKENS, PROMPT_TOKENS, sharedScenarios, toolBodies, type Turn } from "./scripted.js";
 
@@ -175,3 +175,19 @@ for (const [name] of sharedScenarios("")) {
     if (expected.operation) assert.equal(await operationState(`pay-${invoice}`), expected.operation);
   });
 }
+
+test("openai-agents: an agent with no model of its own runs on the Runner's model (RunConfig.model), gated, through guardRunConfig", async () => {
+  const lw = agent();
+  const taskId = await newTask(lw);
+  const t = tools();
+  // No model on the agent: the Runner's config gives it (the SDK prefers an agent's own model).
+  const clerk = guardAgent(new Agent({ name: "clerk", tools: t.all }), lw.session(taskId));
+  const model = new AgentsScriptedModel([{ calls: [SEARCH] }, { text: "done" }]);
+  const result = await new Runner(guardRunConfig({ model }, clerk)).run(clerk, "go", { maxTurns: 20 });
+  assert.equal(result.finalOutput, "done");
+  assert.equal(model.played, 2);
+  assert.deepEqual(t.ran, ["search"]);
+  assert.equal((await modelCalls(lw, taskId)).length, 2); // both of the Runner's model calls gated
+  assert.deepEqual(await toolDecisions(lw, taskId), ["EXECUTE"]);
+  assert.throws(() => guardRunConfig({ model }, new Agent({ name: "bare" })), /guard the agent first/);
+});
