@@ -189,6 +189,9 @@ export class Guard {
   /** The verifier's latest evidence. */
   verified: Evidence | null = null;
   #revision: number | null = null;
+  /** A finish started by an event the caller does not await (`finishLater`), and its error. */
+  #finishing: Promise<unknown> | null = null;
+  #finishError: unknown = null;
 
   constructor(session: TaskSession, options: GuardOptions = {}) {
     if (!session || typeof session.toolFlow !== "function") throw new TypeError("session must be a TaskSession (client.session(taskId))");
@@ -315,6 +318,20 @@ export class Guard {
     const task = await this.session.client.finish(this.taskId, { evidence: this.verified, answer: answer ? answer.slice(0, MAX_ANSWER) : null });
     this.report = (task.report as JSONObject | null) ?? null;
     return task;
+  }
+
+  /** `finish`, started from an event listener nobody awaits (the OpenAI Agents SDK's
+   * `agent_end`): its error is kept for `settled()` rather than left unhandled. */
+  finishLater(answer: string | null | undefined): void {
+    this.#finishing ??= this.finish(answer).catch((error: unknown) => {
+      this.#finishError = error;
+    });
+  }
+
+  /** Once a finish started by `finishLater` is done; throws its error. */
+  async settled(): Promise<void> {
+    await this.#finishing;
+    if (this.#finishError !== null) throw this.#finishError;
   }
 
   stopMessage(): string {

@@ -27,7 +27,9 @@
  * (the gate's wrapper), so without it they would resolve the default model instead.
  *
  * When a model call answers without tool calls (the run's final answer), the task is finished
- * with the verifier's latest evidence, unless `keepOpen`.
+ * with the verifier's latest evidence, unless `keepOpen`; a run that ends on a tool's output
+ * (`toolUseBehavior`) is finished when the agent ends, which the SDK does not wait for:
+ * `await guarded.loopwarden.settled()` does.
  */
 
 import { Agent, Handoff, Usage, type FunctionTool, type Model, type ModelProvider, type ModelRequest, type ModelResponse, type RunConfig } from "@openai/agents";
@@ -134,6 +136,12 @@ class Graph {
       return guardTool(this.guard, tool);
     });
     const clone = agent.clone({ model: new GuardedModel(agent.model, this), tools, handoffs: [] });
+    // A run can end on a tool's output (toolUseBehavior: stop_on_first_tool, stopAtToolNames,
+    // a function) with no answer of the model's to finish on: the agent's end finishes the
+    // task then. The SDK does not await its listeners: `loopwarden.settled()` does.
+    clone.on("agent_end", (_context, output) => {
+      this.guard.finishLater(typeof output === "string" ? output : JSON.stringify(output ?? null));
+    });
     Object.defineProperty(clone, "loopwarden", { value: this.guard, enumerable: false });
     this.clones.set(agent, clone); // before the handoffs: they may lead back here
     clone.handoffs = agent.handoffs.map((item: AnyAgent | Handoff<any, any>) => {

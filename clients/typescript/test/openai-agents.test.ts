@@ -191,3 +191,18 @@ test("openai-agents: an agent with no model of its own runs on the Runner's mode
   assert.deepEqual(await toolDecisions(lw, taskId), ["EXECUTE"]);
   assert.throws(() => guardRunConfig({ model }, new Agent({ name: "bare" })), /guard the agent first/);
 });
+
+test("openai-agents: a run that ends on a tool's output (stop_on_first_tool) finishes its task too", async () => {
+  const lw = agent();
+  const taskId = await newTask(lw);
+  const t = tools();
+  const model = new AgentsScriptedModel([{ calls: [SEARCH] }, { text: "never" }]);
+  const clerk = guardAgent(new Agent({ name: "clerk", model, tools: t.all, toolUseBehavior: "stop_on_first_tool" }), lw.session(taskId));
+  const result = await run(clerk, "go", { maxTurns: 20 });
+  assert.equal(result.finalOutput, "Refunds take 5 days.");
+  assert.equal(model.played, 1);
+  await clerk.loopwarden.settled(); // the finish the run's end started
+  const task = await lw.getTask(taskId);
+  assert.deepEqual([task.state, task.reason], ["PARTIAL", "goal_unverified"]);
+  assert.equal(clerk.loopwarden.report?.reason, "goal_unverified");
+});
