@@ -108,3 +108,13 @@ def test_a_resumed_payment_is_driven_to_completion(
     assert "resumed" in second
     operation = lw_operator.get_operation(operation["id"])
     assert operation["state"] == "COMMITTED"
+
+
+@pytest.mark.parametrize("scenario", ["pagination", "repeated_search", "ab_cycle", "lost_write",
+                                      "token_spender"])  # fmt: skip
+def test_every_scenario_ends_as_the_demo_says_it_will(api_url, token_file, scenario):
+    # The demo's summary marks a run that ended otherwise UNEXPECTED: an operator watching
+    # the console must see each scenario's own stop (the token spender's budget, not a finish).
+    out = simulate(api_url, "--scenario", scenario, "--rounds", "1")
+
+    assert "done: 1 scenario runs, 0 ended unexpectedly" in out, out

@@ -328,15 +328,20 @@ class TokenSpender(Scenario):
     max_output_tokens = 8_000
 
     def plan(self, history: History) -> Plan:
+        # Each redraft is saved (a tool call: a plan that asks for none is the agent's final
+        # answer, which would finish the task instead of running into its budget).
         draft = sum(1 for item in history if item.get("role") == "assistant") + 1
         return Plan(
+            tool_calls=[_call("save_draft", draft=draft)],
             prompt_tokens=60_000,
             completion_tokens=8_000,
             output_text=f"Draft {draft} of the market report. On reflection, let me redo it.",
         )
 
     def execute(self, name: str, args: dict[str, Any]) -> Any:
-        raise LookupError(f"no tool {name}")
+        if name != "save_draft":
+            raise LookupError(f"no tool {name}")
+        return {"saved": f"market-report-draft-{args['draft']}"}
 
 
 SCENARIOS: dict[str, type[Scenario]] = {
