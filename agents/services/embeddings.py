@@ -1,7 +1,8 @@
 """Embedding vectors for the near-duplicate check's `semantic` and `embedding` providers.
 
 `semantic` computes them with the embedded model of the `loopwarden[semantic]` extra
-(`agents.semantic`, in this process, cached by the text's hash); `embedding` asks an
+(`agents.semantic`, in this process, cached by the text's hash in the process and, with
+CACHE_URL, in the cache the web processes share); `embedding` asks an
 OpenAI-compatible endpoint. Both are asked *before* the task row is locked (docs/DESIGN.md
 section 4, check 10): a model run or an HTTP round trip must never hold the lock other
 requests of the task wait on. Vectors are cached by fingerprint (the
@@ -87,6 +88,14 @@ def fetch_embeddings(texts: list[str]) -> list[list[float]] | None:
         return None
 
 
+def shared_cache() -> semantic.SharedCache | None:
+    """Django's cache when the web processes share it (CACHE_URL, Redis): a text is then
+    embedded once per deployment, not once per process. The per-process default (LocMem)
+    would only copy the model's own in-process cache, so it is not used."""
+    backend = settings.CACHES["default"]["BACKEND"]
+    return None if backend.endswith("LocMemCache") else cache
+
+
 def _embed_text(tool: str, args_text: str) -> str:
     return f"{tool}: {args_text}"
 
@@ -132,7 +141,7 @@ def vectors_for(
         if entry.tool == request.tool:
             texts.setdefault(entry.fingerprint, entry.args)
     if provider == SEMANTIC:
-        return semantic.vectors(texts)
+        return semantic.vectors(texts, shared_cache())
     cached = cache.get_many([_cache_key(f) for f in texts])
     vectors: dict[str, Sequence[float]] = {
         f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached
