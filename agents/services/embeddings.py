@@ -20,6 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -101,6 +102,14 @@ def _embed_text(tool: str, args_text: str) -> str:
 
 
 _warned: list[bool] = []
+_pool: list[ThreadPoolExecutor] = []
+
+
+def _encoding() -> ThreadPoolExecutor:
+    """This process's encoding threads, started at the first use (after gunicorn's fork)."""
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="lw-embed"))
+    return _pool[0]
 
 
 def _warn_missing_extra() -> None:
@@ -128,20 +137,28 @@ def vectors_for(
     if provider == SEMANTIC and not semantic.available():
         _warn_missing_extra()
         return {}
+    fp, args_text = request.identity
+    early: Future[dict[str, Sequence[float]]] | None = None
+    if provider == SEMANTIC and request.near_duplicate_threshold is not None:
+        # The new call's text is known before its window is: it is embedded on another thread
+        # while the window is read (ONNX Runtime lets go of the GIL while it runs).
+        early = _encoding().submit(semantic.vectors, {fp: args_text}, shared_cache())
     row = Task.objects.filter(owned_by(agent), pk=task_id).values_list("window", "limits").first()
     if row is None:
         return {}
     window, limits = row
     if request.near_duplicate_threshold is None and limits.get("near_duplicate_threshold") is None:
         return {}
-    fp, args_text = request.identity
     texts = {fp: args_text}
     for raw in window:
         entry = WindowEntry.from_dict(raw)
         if entry.tool == request.tool:
             texts.setdefault(entry.fingerprint, entry.args)
     if provider == SEMANTIC:
-        return semantic.vectors(texts, shared_cache())
+        if early is None:
+            return semantic.vectors(texts, shared_cache())
+        del texts[fp]
+        return {**semantic.vectors(texts, shared_cache()), **early.result()}
     cached = cache.get_many([_cache_key(f) for f in texts])
     vectors: dict[str, Sequence[float]] = {
         f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached
