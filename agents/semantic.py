@@ -95,6 +95,14 @@ class Encoder:
         ]
 
     def encode(self, text: str) -> Sequence[float]:
+        from threadpoolctl import threadpool_limits
+
+        # One BLAS thread (ONNX Runtime is given one too): threadpoolctl reads the process's
+        # libraries at each call (1.4 ms), which is why this is not done for the ONNX model.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._encode(text)
+
+    def _encode(self, text: str) -> Sequence[float]:
         np, w = self.np, self.w
         ids = np.array(self.tokenizer.encode(text).ids)
         n = len(ids)
@@ -139,6 +147,7 @@ def model_dir() -> Path:
     return Path(spec.origin).resolve().parent.joinpath(*_MODEL_DIR)
 
 
+@lru_cache(maxsize=1)
 def runtime() -> str:
     """What computes the vectors here: "onnx-int8", or "numpy" where ONNX Runtime will not
     import. Part of a vector's key in the shared cache: the two give slightly different
@@ -233,10 +242,7 @@ def embed(texts: list[str], shared: SharedCache | None = None) -> list[Sequence[
     fresh: dict[str, Sequence[float]] = {}
     if missing:
         model = _model()
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):
-            fresh = {key: as_floats(model.encode(text)) for key, text in missing.items()}
+        fresh = {key: as_floats(model.encode(text)) for key, text in missing.items()}
         if shared is not None:
             shared.set_many(
                 {shared_key(k): v.tobytes() for k, v in fresh.items()},  # type: ignore[attr-defined]
