@@ -45,6 +45,10 @@ CACHE_SIZE = 32_768
 KEEP_BUILT_IN: Path | None = None
 
 _cache: OrderedDict[str, Sequence[float]] = OrderedDict()
+# The same vectors by the call's fingerprint (the hash of its canonical arguments text, so one
+# fingerprint is one text); None for a call with no words to read.
+_by_fingerprint: OrderedDict[str, Sequence[float] | None] = OrderedDict()
+_UNSEEN = object()
 _lock = threading.Lock()
 
 
@@ -171,6 +175,13 @@ def _model() -> Any:
     return semantic_onnx.OnnxEncoder(root, model, MAX_TOKENS)
 
 
+def forget() -> None:
+    """Empty this process's caches (a test's second worker)."""
+    with _lock:
+        _cache.clear()
+        _by_fingerprint.clear()
+
+
 def embed_text(args_text: str) -> str:
     """What the model reads of a call: the words of its string arguments, in order.
 
@@ -274,8 +285,25 @@ def vectors(
     A call with no words to read (numbers and flags only) gets none: the guard scores it
     lexically.
     """
-    texts = {fp: embed_text(args) for fp, args in calls.items()}
-    texts = {fp: text for fp, text in texts.items() if text}
-    if not texts:
-        return {}
-    return dict(zip(texts, embed(list(texts.values()), shared), strict=True))
+    out: dict[str, Sequence[float]] = {}
+    texts: dict[str, str] = {}
+    with _lock:
+        for fp, args in calls.items():
+            # A window's calls were seen at their own request: no JSON to read or hash again.
+            known = _by_fingerprint.get(fp, _UNSEEN)
+            if known is _UNSEEN:
+                texts[fp] = args
+            else:
+                _by_fingerprint.move_to_end(fp)
+                if known is not None:
+                    out[fp] = known  # type: ignore[assignment]
+    words = {fp: embed_text(args) for fp, args in texts.items()}
+    words = {fp: text for fp, text in words.items() if text}
+    fresh = dict(zip(words, embed(list(words.values()), shared), strict=True)) if words else {}
+    with _lock:
+        for fp in texts:
+            _by_fingerprint[fp] = fresh.get(fp)
+        while len(_by_fingerprint) > CACHE_SIZE:
+            _by_fingerprint.popitem(last=False)
+    out.update(fresh)
+    return out

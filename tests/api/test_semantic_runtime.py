@@ -86,9 +86,9 @@ def shared_cache(tmp_path):
     location = str(tmp_path / "cache")
     backend = "django.core.cache.backends.filebased.FileBasedCache"
     with override_settings(CACHES={"default": {"BACKEND": backend, "LOCATION": location}}):
-        semantic._cache.clear()
+        semantic.forget()
         yield cache
-        semantic._cache.clear()
+        semantic.forget()
 
 
 @pytest.mark.django_db
@@ -104,7 +104,7 @@ def test_a_text_asked_of_one_worker_is_not_embedded_again_by_another(agent_api, 
     assert isinstance(stored, bytes) and len(stored) == 384 * 4  # float32, not a list
 
     # Another worker: its own cache empty, and no encoder at all.
-    semantic._cache.clear()
+    semantic.forget()
 
     def no_encoder():
         raise AssertionError("a text the deployment had embedded was embedded again")
