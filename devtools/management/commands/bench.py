@@ -24,7 +24,9 @@ HTTP, through the thin client, as agents see it:
    the same request without one, one request at a time, each on a fresh task whose window holds
    30 earlier calls of the tool (varied queries, none of them progress), so the check scores
    every one. Latency and SQL statements of both and their ratio (the acceptance: at most
-   1.2x, and no statement more).
+   1.2x, and no statement more). With `--threshold-only` it runs twice on new workers: cold
+   (the windows' texts never embedded) and steady (asked through the API first, as agents
+   would have; the `semantic` provider's target there is 1.5x).
 5. A tool request plus its result through the thin client on one kept-alive connection, against
    the same pair on a new connection per request (the server is gunicorn with the repository's
    gunicorn.conf.py, as `./dev run` serves).
