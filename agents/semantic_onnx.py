@@ -168,6 +168,7 @@ def int8_model(root: Path, keep_in: Path | None = None) -> bytes:
         fd, partial = tempfile.mkstemp(dir=keep_in, suffix=".partial")
         with os.fdopen(fd, "wb") as out:
             out.write(model)
+        os.chmod(partial, 0o644)  # mkstemp's 0600 would hide it from another user's workers
         os.replace(partial, kept)
     except OSError:
         pass  # a read-only data dir: the next process builds it again

@@ -16,8 +16,9 @@ from django.test import override_settings
 from agents import semantic, semantic_onnx
 from agents.guard.fingerprint import canonical_json
 from agents.models import ToolPolicy
+from agents.services import catalog
 
-from .helpers import execute, new_task
+from .helpers import execute, new_task, request_tool
 from .test_semantic_provider import REPHRASINGS, ask_three
 
 pytestmark = pytest.mark.skipif(
@@ -126,3 +127,36 @@ def test_without_a_shared_cache_the_process_keeps_its_own(agent_api, monkeypatch
     key = semantic.text_key(semantic.embed_text(canonical_json({"q": "reset password"})))
     assert key in semantic._cache
     assert cache.get(semantic.shared_key(key)) is None
+
+
+@pytest.mark.django_db
+def test_a_policy_switched_back_to_lexical_decides_at_once(agent_api, monkeypatch):
+    # No catalog statement before the lock for the embedded model: a worker whose copy of the
+    # policies predates the switch must still decide by the lexical policy (the lock's check).
+    policy = ToolPolicy.objects.create(
+        tool="kb_search", near_duplicate_threshold=0.6, similarity_provider="semantic"
+    )
+    assert ask_three(agent_api)["decision"] == "BLOCK"
+    before = catalog.loaded()
+    assert before.policies["kb_search"].similarity_provider == "semantic"
+    policy.similarity_provider = "lexical"
+    policy.save()
+    task = new_task(agent_api)
+    for q in REPHRASINGS[:2]:
+        execute(agent_api, task["id"], "kb_search", {"q": q})
+    monkeypatch.setattr(catalog, "_current", before)  # this worker has not reloaded yet
+
+    answer = request_tool(agent_api, task["id"], "kb_search", {"q": REPHRASINGS[2]})
+
+    assert answer["decision"] == "EXECUTE"
+
+
+def test_unit_vectors_score_by_their_dot_product_as_by_the_cosine():
+    from agents.guard.similarity import VectorSimilarity
+
+    texts = [canonical_json({"q": q}) for q in REPHRASINGS]
+    vectors = dict(zip("abc", semantic.embed([semantic.embed_text(t) for t in texts]), strict=True))
+    full, unit = VectorSimilarity(vectors), VectorSimilarity(vectors, unit=True)
+    for a, b in (("a", "b"), ("a", "c"), ("b", "c")):
+        ta, tb = texts["abc".index(a)], texts["abc".index(b)]
+        assert unit(a, ta, b, tb) == pytest.approx(full(a, ta, b, tb), abs=1e-6)
