@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.signals import request_finished, request_started
 from django.db.models.signals import post_migrate
 
@@ -38,6 +39,10 @@ class AgentsConfig(AppConfig):
         catalog.connect()
         # A sign-in lockout goes in the audit log (django-axes decides it).
         user_locked_out.connect(record_lockout, dispatch_uid="loopwarden-signin-lockout")
+        from agents import semantic
+
+        # The meaning model's int8 graph takes 3 s of CPU to build: kept for later processes.
+        semantic.KEEP_BUILT_IN = settings.DATA_DIR / "models"
         from agents import metrics  # imports models: only once the app registry is ready
 
         # Starts the clock of the decision latency histogram at every request's arrival.

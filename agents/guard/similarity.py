@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from operator import mul
 from typing import Any
 
 LEXICAL = "lexical"
@@ -234,15 +235,18 @@ def lexical_score(a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
     return lexical(a_args, b_args)
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float | None:
+def cosine(a: Sequence[float], b: Sequence[float], *, unit: bool = False) -> float | None:
     """Cosine similarity clamped to 0..1 (an opposite direction is simply "not similar"), or
     None when the pair gives no evidence of likeness: vectors of different lengths (the
     endpoint switched models), or a value that is not a finite number (a NaN or inf component,
-    or an overflow; clamped, a NaN would compare as 1.0)."""
+    or an overflow; clamped, a NaN would compare as 1.0). `unit`: both are known to be of
+    length 1 (the embedded model's), so the dot product is the cosine."""
     if len(a) != len(b):
         return None
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    # map(mul) rather than a generator, and no lengths for unit vectors: a window's 30 pairs
+    # of 384-d vectors in 0.5 ms, against 1.3 ms.
+    dot = sum(map(mul, a, b))
+    norm = 1.0 if unit else math.sqrt(sum(map(mul, a, a))) * math.sqrt(sum(map(mul, b, b)))
     if not norm:
         return 0.0
     score = dot / norm
@@ -257,8 +261,9 @@ class VectorSimilarity:
     fields and identifiers decide first, as for lexical.
     """
 
-    def __init__(self, vectors: Mapping[str, Sequence[float]]):
+    def __init__(self, vectors: Mapping[str, Sequence[float]], *, unit: bool = False):
         self.vectors = vectors
+        self.unit = unit
 
     def __call__(self, a_fp: str, a_args: str, b_fp: str, b_args: str) -> float:
         if a_args == b_args:
@@ -266,7 +271,7 @@ class VectorSimilarity:
         if positions_differ(a_args, b_args) or identifiers_differ(a_args, b_args):
             return 0.0
         va, vb = self.vectors.get(a_fp), self.vectors.get(b_fp)
-        score = cosine(va, vb) if va is not None and vb is not None else None
+        score = cosine(va, vb, unit=self.unit) if va is not None and vb is not None else None
         return lexical(a_args, b_args) if score is None else score
 
 

@@ -16,6 +16,7 @@ from loopwarden_client.evidence import evidence_problem
 from agents.guard.fingerprint import canonical_json
 from agents.guard.novelty import result_hash
 from agents.guard.similarity import (
+    SEMANTIC,
     VECTOR_PROVIDERS,
     Similarity,
     VectorSimilarity,
@@ -196,7 +197,8 @@ def similarity_for(req: ToolRequest) -> Similarity:
     """The scorer of the tool policy's provider (lexical unless it says semantic or embedding
     and the service could compute or fetch vectors before the lock)."""
     if req.similarity_provider in VECTOR_PROVIDERS and req.vectors:
-        return VectorSimilarity(req.vectors)
+        # The embedded model's vectors are of length 1; an endpoint's need not be.
+        return VectorSimilarity(req.vectors, unit=req.similarity_provider == SEMANTIC)
     return lexical_score
 
 

@@ -1,7 +1,8 @@
 """Embedding vectors for the near-duplicate check's `semantic` and `embedding` providers.
 
 `semantic` computes them with the embedded model of the `loopwarden[semantic]` extra
-(`agents.semantic`, in this process, cached by the text's hash); `embedding` asks an
+(`agents.semantic`, in this process, cached by the text's hash in the process and, with
+CACHE_URL, in the cache the web processes share); `embedding` asks an
 OpenAI-compatible endpoint. Both are asked *before* the task row is locked (docs/DESIGN.md
 section 4, check 10): a model run or an HTTP round trip must never hold the lock other
 requests of the task wait on. Vectors are cached by fingerprint (the
@@ -19,6 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -87,11 +89,27 @@ def fetch_embeddings(texts: list[str]) -> list[list[float]] | None:
         return None
 
 
+def shared_cache() -> semantic.SharedCache | None:
+    """Django's cache when the web processes share it (CACHE_URL, Redis): a text is then
+    embedded once per deployment, not once per process. The per-process default (LocMem)
+    would only copy the model's own in-process cache, so it is not used."""
+    backend = settings.CACHES["default"]["BACKEND"]
+    return None if backend.endswith("LocMemCache") else cache
+
+
 def _embed_text(tool: str, args_text: str) -> str:
     return f"{tool}: {args_text}"
 
 
 _warned: list[bool] = []
+_pool: list[ThreadPoolExecutor] = []
+
+
+def _encoding() -> ThreadPoolExecutor:
+    """This process's encoding threads, started at the first use (after gunicorn's fork)."""
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="lw-embed"))
+    return _pool[0]
 
 
 def _warn_missing_extra() -> None:
@@ -119,20 +137,28 @@ def vectors_for(
     if provider == SEMANTIC and not semantic.available():
         _warn_missing_extra()
         return {}
+    fp, args_text = request.identity
+    early: Future[dict[str, Sequence[float]]] | None = None
+    if provider == SEMANTIC and request.near_duplicate_threshold is not None:
+        # The new call's text is known before its window is: it is embedded on another thread
+        # while the window is read (ONNX Runtime lets go of the GIL while it runs).
+        early = _encoding().submit(semantic.vectors, {fp: args_text}, shared_cache())
     row = Task.objects.filter(owned_by(agent), pk=task_id).values_list("window", "limits").first()
     if row is None:
         return {}
     window, limits = row
     if request.near_duplicate_threshold is None and limits.get("near_duplicate_threshold") is None:
         return {}
-    fp, args_text = request.identity
     texts = {fp: args_text}
     for raw in window:
         entry = WindowEntry.from_dict(raw)
         if entry.tool == request.tool:
             texts.setdefault(entry.fingerprint, entry.args)
     if provider == SEMANTIC:
-        return semantic.vectors(texts)
+        if early is None:
+            return semantic.vectors(texts, shared_cache())
+        del texts[fp]
+        return {**semantic.vectors(texts, shared_cache()), **early.result()}
     cached = cache.get_many([_cache_key(f) for f in texts])
     vectors: dict[str, Sequence[float]] = {
         f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached
