@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import sys
 import threading
 from array import array
 from collections import OrderedDict
@@ -62,10 +63,23 @@ class MissingExtra(RuntimeError):
         )
 
 
+_NEEDED = (_PACKAGE, "tokenizers", "safetensors", "numpy", "threadpoolctl")
+_found: list[bool] = []
+
+
 def available() -> bool:
-    """Whether the extra is installed (the model itself loads on first use)."""
-    needed = (_PACKAGE, "tokenizers", "safetensors", "numpy", "threadpoolctl")
-    return all(importlib.util.find_spec(name) is not None for name in needed)
+    """Whether the extra is installed (the model itself loads on first use).
+
+    Asked before every decision of a semantic policy: once the packages were found, only a
+    name bound to None in `sys.modules` (Python's own "this package is absent") is looked for,
+    not the files again (18 `stat` calls, 0.5 ms of CPU a decision).
+    """
+    if _found and all(sys.modules.get(name, True) is not None for name in _NEEDED):
+        return True
+    found = all(importlib.util.find_spec(name) is not None for name in _NEEDED)
+    if found and not _found:
+        _found.append(True)
+    return found
 
 
 class Encoder:
