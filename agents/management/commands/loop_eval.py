@@ -67,12 +67,8 @@ class Command(BaseCommand):
         self.stdout.write(loop_eval.table(judged))
         picks = []
         for provider in loop_eval.providers():
-            chosen = loop_eval.recommend(tuned, provider)
+            chosen = self._recommended(tuned, provider, "a legitimate tuning trace")
             if chosen is None:
-                self.stdout.write(
-                    f"recommended near_duplicate_threshold ({provider}): none "
-                    "(every threshold stops a legitimate tuning trace)"
-                )
                 continue
             row = loop_eval.row_at(judged, provider, chosen.threshold)
             assert row is not None
@@ -118,12 +114,8 @@ class Command(BaseCommand):
         self.stdout.write(loop_eval.table(rows))
         picks = []
         for provider in loop_eval.providers():
-            best = loop_eval.recommend(rows, provider)
+            best = self._recommended(rows, provider, "a legitimate trace")
             if best is None:
-                self.stdout.write(
-                    f"recommended near_duplicate_threshold ({provider}): none "
-                    "(every threshold stops a legit trace)"
-                )
                 continue
             picks.append(best)
             self.stdout.write(
@@ -137,6 +129,19 @@ class Command(BaseCommand):
             if missed:
                 self.stdout.write(f"loops it does not stop: {', '.join(missed)}")
         self._chart(options["chart"], rows, loop_eval.best_provider(picks))
+
+    def _recommended(
+        self, rows: list[loop_eval.Row], provider: str, stopped: str
+    ) -> loop_eval.Row | None:
+        """The provider's recommended row of `rows`, or None, said so (every threshold stops
+        `stopped`)."""
+        best = loop_eval.recommend(rows, provider)
+        if best is None:
+            self.stdout.write(
+                f"recommended near_duplicate_threshold ({provider}): none "
+                f"(every threshold stops {stopped})"
+            )
+        return best
 
     def _chart(self, chart: Path, rows: list[loop_eval.Row], best: loop_eval.Row | None) -> None:
         chart.parent.mkdir(parents=True, exist_ok=True)
