@@ -32,6 +32,9 @@ def scans(plan: dict, table: str) -> list[dict]:
     return found
 
 
+PLANNED = {"SELECT", "WITH", "INSERT", "UPDATE", "DELETE"}
+
+
 def plans_of(run, *, analyze: bool = False) -> list[dict]:
     """The plans of the queries `run()` sends, as EXPLAIN prints them (run too, with
     `analyze`) with sequential scans off: a small test table then does not hide which index
@@ -39,7 +42,8 @@ def plans_of(run, *, analyze: bool = False) -> list[dict]:
     sent: list[tuple[str, list]] = []
 
     def capture(execute, sql, params, many, context):
-        sent.append((sql, params))
+        if sql.lstrip().split(None, 1)[0].upper() in PLANNED:  # not SAVEPOINT, SET, ...
+            sent.append((sql, params))
         return execute(sql, params, many, context)
 
     options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
