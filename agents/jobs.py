@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agents import metrics
 from agents.models import Notification
-from agents.services import notify, retention, rollups, stops, sweeps
+from agents.services import notify, retention, rollups, state_counts, stops, sweeps
 from loopwarden.celery import retried_job
 
 
@@ -79,8 +79,10 @@ def _enqueue_notification(sender, *, task_id: str, phase: int, kind: str, **_kwa
 def rollup_daily(day: str | None = None) -> int:
     """Rebuild the report rows of `day` (ISO date); by default today and yesterday (UTC).
 
-    Yesterday is rebuilt too so the last minutes before midnight are never left out.
+    Yesterday is rebuilt too so the last minutes before midnight are never left out. The
+    counts of tasks by state are folded here too (`state_counts.state_counts_compact`).
     """
+    state_counts.state_counts_compact()
     if day:
         days = [date.fromisoformat(day)]
     else:

@@ -667,6 +667,22 @@ class Notification(models.Model):
         return f"{self.kind} {self.task_id} phase {self.phase}"
 
 
+class TaskStateDelta(models.Model):
+    """Changes to the count of tasks in a state, written by the database's triggers on the task
+    table (migration 0027): +1 for a state a task entered, -1 for the one it left.
+
+    The console's and the metrics' counts by state are the sums of these rows
+    (`selectors.task_counts_by_state`), not a count of every task (94 ms at 200,000 tasks, and
+    growing). Rows are only appended, so two transactions never wait for each other on a
+    shared counter; `services.state_counts.state_counts_compact` folds them into one row a
+    state from the rollup job. A trigger, not the services, so a decision that stops its task
+    sends no statement more, and no road that changes a state (bulk inserts included) is
+    missed."""
+
+    state = models.CharField(max_length=12)
+    n = models.BigIntegerField()
+
+
 class DailyRollup(models.Model):
     """Usage and breaker trips of one UTC day, per agent and task type (the profile's name).
 

@@ -17,6 +17,7 @@ from datetime import date
 from agents.guard.novelty import KeyDiffs, changed_keys, propose_ignored_keys
 from agents.models import ToolCall, ToolPolicy
 from agents.reports import window
+from agents.selectors import day_bounds
 
 # At most this many keys may differ between two results of one call for a proposal: more is
 # new data, not a stamp.
@@ -66,10 +67,15 @@ def _key_diffs(rows) -> tuple[dict[str, KeyDiffs], dict[str, set]]:
 def result_field_proposals(*, days: int, today: date | None = None) -> list[ResultFieldProposal]:
     """Tools whose same-call results in the last `days` days differ only in a few keys."""
     first, _last = window(days, today=today)
+    start, _end = day_bounds(first)
     recent = (
-        ToolCall.objects.filter(created_at__date__gte=first, result_keys__isnull=False, job_id="")
+        # The window as a range of the creation time, not `created_at__date`: a range is what
+        # the time's block-range index reads, so a history whose results carry no data (no
+        # `result_keys`) is read over the window's calls only, not walked down to the first
+        # call ever made by the primary key (5 million rows in a year: issue 43).
+        ToolCall.objects.filter(created_at__gte=start, result_keys__isnull=False, job_id="")
         .exclude(fingerprint="")
-        .order_by("-id")  # newest first along the primary key: stops after SCAN_ROWS matches
+        .order_by("-id")  # newest first: stops after SCAN_ROWS matches
         .values_list("task_id", "tool", "fingerprint", "result_keys", "seq")[:SCAN_ROWS]
     )
     rows = sorted(recent, key=lambda row: (str(row[0]), row[4]))

@@ -119,10 +119,14 @@ def _search(text: str) -> Q:
     # other branch a filter over every task, where ids let each branch use its own index
     # (the goal's and external_ref's trigram indexes, migration 0022; a year of history:
     # docs/BENCHMARKS.md, growth).
-    operations = Operation.objects.filter(operation_key=key)
-    carried = ToolCall.objects.filter(operation__in=operations.values("pk")).values("task_id")
-    ids = set(carried.values_list("task_id", flat=True))
-    ids |= set(operations.values_list("task_id", flat=True))
+    # By the unique (namespace, key) index, one probe per namespace: the key alone has no index
+    # (one more entry on every claim), and read whole the ledger took 7 ms at 50,000 rows. A
+    # row's namespace is its claiming agent's, and agents are never deleted once they have tasks.
+    namespaces = Agent.objects.order_by().values("namespace").distinct()
+    operations = Operation.objects.filter(namespace__in=namespaces, operation_key=key).order_by()
+    claimed = dict(operations.values_list("pk", "task_id"))
+    carried = ToolCall.objects.filter(operation__in=list(claimed)).order_by().values("task_id")
+    ids = set(carried.values_list("task_id", flat=True)) | set(claimed.values())
     return found | Q(pk__in=ids) if ids else found
 
 

@@ -32,9 +32,13 @@ def operations_touched(task: Task) -> QuerySet[Operation]:
     """Ledger rows any call of this task claimed or ran into (also another task's claim).
     The rows it claimed last are also found by their own `task` column: a task whose trace
     retention pruned still lists them."""
-    return Operation.objects.filter(
-        Q(id__in=task.tool_call_rows.exclude(operation=None).values("operation_id")) | Q(task=task)
-    )
+    # One set of ids, the union of the two ways in, not `id IN (calls' ids) OR task = t`: a
+    # subquery in an OR is a filter over every ledger row (35 ms at 50,000 rows in the growth
+    # bench, on every stop report and task page), where `IN (a UNION ALL b)` is a semi-join
+    # that reads each id through the primary key (0.2 ms; tests/ledger/test_touched_plan.py).
+    claimed = task.tool_call_rows.exclude(operation=None).order_by().values("operation_id")
+    own = Operation.objects.filter(task=task).order_by().values("pk")
+    return Operation.objects.filter(id__in=claimed.union(own, all=True))
 
 
 def touches_unresolved(task: OuterRef) -> Q:

@@ -125,3 +125,38 @@ def test_completing_is_not_a_trip(make_task, agent_row):
 
     assert not DailyRollup.objects.filter(trips__has_key="GUARD_BAD_INPUT").exists()
     assert all(not r.trips for r in DailyRollup.objects.all())
+
+
+PARALLEL_COSTS = (
+    "parallel_setup_cost",
+    "parallel_tuple_cost",
+    "min_parallel_table_scan_size",
+    "min_parallel_index_scan_size",
+)
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("on_postgres")
+def test_a_days_rollup_plans_no_parallel_workers(busy_day):
+    """A day's few thousand calls, found through the BRIN indexes, were planned with two
+    workers on a year of history (their start cost more than the query): the rollup's reads
+    run with parallel workers off. Parallel plans are made cheap here, so a read that would
+    take workers does."""
+    from django.db import connection
+
+    from tests.api.plans import plans_of
+
+    def parallel_nodes(plan: dict) -> list[str]:
+        found = [plan["Node Type"]] if plan["Node Type"].startswith("Gather") else []
+        for child in plan.get("Plans", []):
+            found += parallel_nodes(child)
+        return found
+
+    with connection.cursor() as cursor:
+        for setting in PARALLEL_COSTS:
+            cursor.execute(f"SET LOCAL {setting} = 0")
+    plans = plans_of(lambda: rollup_day(day=timezone.now().date()))
+
+    assert plans
+    assert [node for plan in plans for node in parallel_nodes(plan)] == []
+    assert rows()  # and the day was still summed
