@@ -1,4 +1,4 @@
-"""Agents 0027 fills `Task.masked_search` for the tasks already there whose goal or
+"""Agents 0028 fills `Task.masked_search` for the tasks already there whose goal or
 external_ref holds a secret, and leaves it null for the rest (the search reads their raw text).
 """
 
@@ -13,7 +13,7 @@ from agents.models import Task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = ("agents", "0026_i44_semantic_provider")
+BEFORE = ("agents", "0027_i43_task_state_counts")
 SECRET = "sk_live_51HxYzAbCdEfGhIjKlMnOpQr"
 
 

@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("agents", "0026_i44_semantic_provider"),
+        ("agents", "0027_i43_task_state_counts"),
     ]
 
     operations = [
