@@ -75,41 +75,41 @@ def index_names(node: dict) -> set[str]:
     return names
 
 
-def clone_task(like, first: int, last: int, **made: str) -> None:
-    """Copies of the task row `like`, one for each n in first..last, in one statement, then
-    ANALYZE: `made` maps a column to the SQL expression (of `n`) that replaces its value."""
-    from agents.models import Task
-
-    made = {"id": "gen_random_uuid()", **made}
-    columns = [f.column for f in Task._meta.concrete_fields
-               if not f.generated and f.column not in made]  # fmt: skip
+def clone_rows(
+    model, like_pk, first: int, last: int, made: dict[str, str], *,
+    params: tuple = (), analyze: bool = True,
+) -> None:  # fmt: skip
+    """Copies of the row `like_pk` of `model`'s table, one for each n in first..last, in one
+    statement, then ANALYZE (unless not `analyze`): `made` maps a column to the SQL expression
+    (of `n`, with `params` for its placeholders) that replaces its value; the id is the
+    table's own unless `made` gives one."""
+    columns = [f.column for f in model._meta.concrete_fields
+               if not f.generated and f.column not in made and f.column != "id"]  # fmt: skip
+    table = model._meta.db_table
     quote = connection.ops.quote_name
     listed = ", ".join(quote(c) for c in columns)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO agents_task ({', '.join(quote(c) for c in made)}, {listed}) "
+            f"INSERT INTO {table} ({', '.join(quote(c) for c in made)}, {listed}) "
             f"SELECT {', '.join(made.values())}, {listed} "
-            "FROM agents_task, generate_series(%s, %s) AS n WHERE id = %s",
-            [first, last, like.pk],
+            f"FROM {table}, generate_series(%s, %s) AS n WHERE id = %s",
+            [*params, first, last, like_pk],
         )
-        cursor.execute("ANALYZE agents_task")
+        if analyze:
+            cursor.execute(f"ANALYZE {table}")
+
+
+def clone_task(like, first: int, last: int, **made: str) -> None:
+    """Copies of the task row `like`, one for each n in first..last (see `clone_rows`)."""
+    from agents.models import Task
+
+    clone_rows(Task, like.pk, first, last, {"id": "gen_random_uuid()", **made})
 
 
 def clone_operation(like, first: int, last: int, **made: str) -> None:
     """Copies of the ledger row `like`, one for each n in first..last (each with its own key,
-    `like`'s key and n), in one statement, then ANALYZE; `made` as in `clone_task`."""
+    `like`'s key and n; see `clone_rows`)."""
     from ledger.models import Operation
 
-    made = {"operation_key": "operation_key || '-' || n", **made}
-    columns = [f.column for f in Operation._meta.concrete_fields
-               if f.column not in made and f.column != "id"]  # fmt: skip
-    quote = connection.ops.quote_name
-    listed = ", ".join(quote(c) for c in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO ledger_operation ({', '.join(quote(c) for c in made)}, {listed}) "
-            f"SELECT {', '.join(made.values())}, {listed} "
-            "FROM ledger_operation, generate_series(%s, %s) AS n WHERE id = %s",
-            [first, last, like.pk],
-        )
-        cursor.execute("ANALYZE ledger_operation")
+    clone_rows(Operation, like.pk, first, last,
+               {"operation_key": "operation_key || '-' || n", **made})  # fmt: skip

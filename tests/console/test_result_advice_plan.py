@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents.models import LimitProfile, ToolCall
 from agents.result_advice import result_field_proposals
 from agents.services import tasks
-from tests.api.plans import plans_of, rows_read, scans
+from tests.api.plans import clone_rows, plans_of, rows_read, scans
 from tests.conftest import allow_profiles
 from tests.console.test_result_field_advice import read
 
@@ -37,16 +37,8 @@ def test_the_advice_reads_the_windows_calls_only(agent):
     old = timezone.now() - timedelta(days=200)
     ToolCall.objects.filter(pk=template.pk).update(created_at=old, result_keys=None)
     # A year's data-less results: copies of the call, older than any report window.
-    columns = [f.column for f in ToolCall._meta.concrete_fields
-               if f.column not in ("id", "seq", "created_at", "result_keys")]  # fmt: skip
-    listed = ", ".join(connection.ops.quote_name(c) for c in columns)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO agents_toolcall (seq, created_at, result_keys, {listed}) "
-            f"SELECT 100 + n, %s + n * interval '1 second', NULL, {listed} "
-            "FROM agents_toolcall, generate_series(1, %s) AS n WHERE id = %s",
-            [old, OLD_CALLS, template.pk],
-        )
+    made = {"seq": "100 + n", "created_at": "%s + n * interval '1 second'", "result_keys": "NULL"}
+    clone_rows(ToolCall, template.pk, 1, OLD_CALLS, made, params=(old,), analyze=False)
     for step in range(1, 4):  # this week's stamped answers, appended after the history
         read(agent, task_id, step)
     with connection.cursor() as cursor:
