@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import uuid
 from decimal import Decimal
 
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.db import connections, models, transaction
 from django.db.models import Q
 
 from agents.db.domains import BigCount, Count, Money, MoneyField, PhaseNumber, TaskState
+from agents.db.ids import uuid7
 from agents.db.read_often import ReadOften
 from agents.guard import registry, terms
 
@@ -222,7 +222,8 @@ LOOP_LABELS = [("real_loop", "real loop"), ("false_stop", "false stop")]
 class Task(ReadOften):
     """One user goal: state, limits, usage counters, verified revision and detection window."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered (version 7): a fresh task's trace rows go on its indexes' right edge.
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     # No index of its own: `task_trigger` (agent, trigger_key, created_at) serves every lookup
     # by agent, and each index is one more entry written on every decision (migration 0012).
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="tasks", db_index=False)

@@ -88,13 +88,29 @@ def assert_token_found_by_key(plan: dict, by_token: bool) -> None:
     assert (scan["Actual Rows"], scan.get("Rows Removed by Filter", 0)) == (1, 0), scan
 
 
+def index_read(scan: dict) -> str | None:
+    """The index a scan finds its rows by: an Index Scan's own, or the one Bitmap Index Scan
+    under a Bitmap Heap Scan (None for anything else: a BitmapAnd or BitmapOr of several
+    indexes, a sequential scan)."""
+    if scan["Node Type"] == "Bitmap Heap Scan":
+        children = scan.get("Plans", [])
+        if len(children) != 1 or children[0]["Node Type"] != "Bitmap Index Scan":
+            return None
+        return children[0].get("Index Name")
+    return scan.get("Index Name")
+
+
 def assert_found_by_key(plan: dict, table: str) -> None:
-    """`table` is read once, by its primary key, one row and no other."""
+    """`table` is read once, by its primary key, one row and no other.
+
+    Either way of reading one row by the key is that: an Index Scan, or a Bitmap Heap Scan of
+    the key's one Bitmap Index Scan. PostgreSQL prices the two within a hair of each other for
+    one row, and which one wins turns on the table's size in pages (the dead rows that the
+    earlier tests' rollbacks leave behind; with time-ordered task ids, the ids' correlation
+    with the table's order), not on how many rows the lock reads.
+    """
     (scan,) = scans(plan, table)
-    assert (scan.get("Index Name"), scan.get("Rows Removed by Filter", 0)) == (
-        f"{table}_pkey",
-        0,
-    ), scan
+    assert (index_read(scan), scan.get("Rows Removed by Filter", 0)) == (f"{table}_pkey", 0), scan
     assert scan["Actual Rows"] == 1, scan
 
 
