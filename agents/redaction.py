@@ -96,9 +96,10 @@ SHAPES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("Authorization header", ("Bearer", "Basic", "Token", "Digest", "bearer", "basic", "token"),
      r"(?i:\b(?:Bearer|Basic|Token|Digest))\s+(?P<secret>[A-Za-z0-9._~+/=\-]{8,})"),
     # `name=value`, `name: value`, `"name": "value"`: masked when the name is a rule-1 name or
-    # the value looks random (`looks_random`).
+    # the value looks random (`looks_random`). A URL's scheme is not a name (`https:` followed
+    # by `//`): read as one, the whole URL was its value, and its query was never looked at.
     ("secret name=value", ("=", ":"),
-     r"\b(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,63})[\"']?[ \t]*[:=][ \t]*"
+     r"\b(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,63})[\"']?[ \t]*[:=](?!//)[ \t]*"
      r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|(?:(?:Bearer|Basic|Token)[ \t]+)?[^\s\"',;&<>]+)"),
 )  # fmt: skip
 
@@ -110,6 +111,8 @@ _ASSIGNMENT = len(SHAPES) - 1
 _CARD = re.compile(r"\d(?:[ \-]?\d){12,18}(?!\d)")
 _SCHEME = re.compile(r"((?:Bearer|Basic|Token)[ \t]+)?(.*)", re.DOTALL)
 _RANDOM_VALUE = re.compile(r"[A-Za-z0-9+/=_\-]{20,}")
+# How deep a value is read for assignments inside it (a URL in a URL's query is two).
+_NESTED = 3
 
 
 def normalize(name: str) -> str:
@@ -184,13 +187,18 @@ class RedactionPolicy:
             text = _PATTERNS[index].sub(mask, text)
         return _CARD.sub(self._card, text)
 
-    def _assignment(self, match: re.Match[str]) -> str:
+    def _assignment(self, match: re.Match[str], depth: int = 0) -> str:
         whole, value = match.group(0), match.group("value")
         quote = value[0] if value[:1] in ("'", '"') and len(value) > 1 else ""
         inner = value[1:-1] if quote else value
         scheme, rest = _SCHEME.fullmatch(inner).groups()  # type: ignore[union-attr]
         if rest and rest != MASK and (self.secret_key(match.group("name")) or looks_random(rest)):
             return f"{whole[: len(whole) - len(value)]}{quote}{scheme or ''}{MASK}{quote}"
+        if depth < _NESTED and ("=" in value or ":" in value):
+            # A value that is not a secret may hold assignments of its own: a URL given as a
+            # value (`url=https://x/export?token=...`), or in a URL's query (`?next=...`).
+            nested = _PATTERNS[_ASSIGNMENT].sub(lambda m: self._assignment(m, depth + 1), value)
+            return whole[: len(whole) - len(value)] + nested
         return whole
 
     @staticmethod

@@ -187,3 +187,28 @@ def test_keys_with_an_sk_pk_or_rk_prefix_are_masked_whatever_the_vendor(key):
     from agents.redaction import MASK, redact
 
     assert redact(f"use {key} ok") == f"use {MASK} ok"
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("https://api.example.com/v1/data?api_key=Zx81kdP0qLm2&page=2",
+         "https://api.example.com/v1/data?api_key=•••&page=2"),
+        ("GET https://maps.example.com/geocode?q=Berlin&access_token=pk9f8e7d6c",
+         "GET https://maps.example.com/geocode?q=Berlin&access_token=•••"),
+        ("postgres://db.internal:5432/app?sslmode=require&password=hunter2hunter",
+         "postgres://db.internal:5432/app?sslmode=require&password=•••"),
+        ("fetch url=https://x.example.com/export?token=abc123def456 then parse",
+         "fetch url=https://x.example.com/export?token=••• then parse"),
+        ("next: https://x.example.com/a?redirect=https://y.example.com/b?secret=s3cr3tvalue",
+         "next: https://x.example.com/a?redirect=https://y.example.com/b?secret=•••"),
+        ("webhook_secret=https://hooks.example.com/T000/B000/abcdef", "webhook_secret=•••"),
+    ],
+)  # fmt: skip
+def test_a_secret_in_a_urls_query_is_masked(text, masked):
+    """A URL's scheme (`https:`) read as a `name: value` pair swallowed the whole URL, so its
+    query's `api_key=...` was never looked at; nor was a URL given as a value (`url=...`)."""
+    from agents.redaction import redact
+
+    assert redact(text) == masked
+    assert redact({"url": text}) == {"url": masked}

@@ -202,3 +202,14 @@ def test_a_secret_in_a_goal_cannot_be_found_by_its_characters(as_operator, agent
     # The words an operator sees are still found.
     assert "Charge the card" in rows(as_operator.get("/", {"q": "for order 7"}).content.decode())
     assert "Charge the card" in rows(as_operator.get("/", {"q": "ref"}).content.decode())
+
+
+def test_a_secret_in_a_urls_query_cannot_be_found_by_its_characters(as_operator, agent):
+    # The policy read `https:` as a name and the rest of the URL as its value, so a key in the
+    # query was shown and matched as it was.
+    url = "https://api.example.com/v1/export?api_key=Zx81kdP0qLm2"
+    tasks.task_create(agent=agent, goal=f"Export from {url}")
+
+    for typed in ("Zx81kdP0qLm2", "api_key=Zx81", "export?api_key=Z"):
+        assert "Export from" not in rows(as_operator.get("/", {"q": typed}).content.decode())
+    assert "Export from" in rows(as_operator.get("/", {"q": "api.example.com"}).content.decode())
