@@ -3,11 +3,17 @@
 `semantic` computes them with the embedded model of the `loopwarden[semantic]` extra
 (`agents.semantic`, in this process, cached by the text's hash in the process and, with
 CACHE_URL, in the cache the web processes share); `embedding` asks an
-OpenAI-compatible endpoint. Both are asked *before* the task row is locked (docs/DESIGN.md
-section 4, check 10): a model run or an HTTP round trip must never hold the lock other
-requests of the task wait on. Vectors are cached by fingerprint (the
-same call text always embeds the same), so a window's earlier calls cost one cache read each
-and only new texts go to the endpoint, in one batched request.
+OpenAI-compatible endpoint. Neither the model nor the endpoint is asked while the task row is
+locked (docs/DESIGN.md section 4, check 10): a model run or an HTTP round trip must never hold
+the lock other requests of the task wait on.
+
+`semantic` embeds only the new call's text before the lock (`vectors_for`); its window's
+texts were embedded when they were asked, so under the lock they are looked up in the caches
+(`window_vectors`: this process's, then one read of the shared cache), with no read of the
+window before it. A text no cache holds (a window written without asking, a process that has
+not seen it and no shared cache) makes the decision leave its transaction unwritten, embed it
+outside the lock and decide again, once (`Unembedded`). `embedding` reads the window before
+the lock and fetches what its cache (by fingerprint) lacks, in one batched request.
 
 A slow or failing endpoint is not an error: the decision goes on with the vectors it has and
 the guard scores the rest lexically (`guard.similarity.VectorSimilarity`). The miss is logged.
@@ -25,6 +31,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
+from django.core.signals import request_finished
 
 from agents import semantic
 from agents.guard.similarity import EMBEDDING, SEMANTIC, VECTOR_PROVIDERS
@@ -33,6 +40,9 @@ from agents.models import Task
 from agents.taskrow import Owner, owned_by
 
 logger = logging.getLogger("loopwarden.embeddings")
+
+# The embedded model's new vectors go to the shared cache once the response is out.
+request_finished.connect(semantic.store_pending, dispatch_uid="loopwarden.semantic.store")
 
 # Vectors do not change for a text and model; a day keeps the cache warm across a task's life.
 CACHE_SECONDS = 86_400
