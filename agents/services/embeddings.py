@@ -183,8 +183,9 @@ class Unembedded(Exception):
         self.calls = calls
 
 
-def window_vectors(request: ToolRequest, window: Sequence[WindowEntry], threshold: float | None,
-                   *, may_retry: bool) -> None:  # fmt: skip
+def window_vectors(
+    request: ToolRequest, window: Sequence[WindowEntry], threshold: float | None, *, may_retry: bool
+) -> None:
     """Under the task's lock, for the `semantic` provider: add to `request.vectors` those of
     the new call and of the window's calls of its tool, from the caches only (this process's,
     then one read of the shared cache for the rest); the model never runs under the lock.
