@@ -256,7 +256,9 @@ def embed(texts: list[str], shared: SharedCache | None = None) -> list[Sequence[
     A new vector is put into the shared cache later, on a thread (`store_pending`; `stored()`
     waits for it): the decision that asked for it does not wait on that round trip."""
     if _pending:
-        store_pending()  # left by a caller outside a web request (no request_finished)
+        # Left by a caller outside a web request (no request_finished to send them), or by
+        # another thread's request not finished yet.
+        store_pending()
     keys = [text_key(t) for t in texts]
     out = _known(keys)
     missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in out}
