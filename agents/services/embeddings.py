@@ -3,11 +3,17 @@
 `semantic` computes them with the embedded model of the `loopwarden[semantic]` extra
 (`agents.semantic`, in this process, cached by the text's hash in the process and, with
 CACHE_URL, in the cache the web processes share); `embedding` asks an
-OpenAI-compatible endpoint. Both are asked *before* the task row is locked (docs/DESIGN.md
-section 4, check 10): a model run or an HTTP round trip must never hold the lock other
-requests of the task wait on. Vectors are cached by fingerprint (the
-same call text always embeds the same), so a window's earlier calls cost one cache read each
-and only new texts go to the endpoint, in one batched request.
+OpenAI-compatible endpoint. Neither the model nor the endpoint is asked while the task row is
+locked (docs/DESIGN.md section 4, check 10): a model run or an HTTP round trip must never hold
+the lock other requests of the task wait on.
+
+`semantic` embeds only the new call's text before the lock (`vectors_for`); its window's
+texts were embedded when they were asked, so under the lock they are looked up in the caches
+(`window_vectors`: this process's, then one read of the shared cache), with no read of the
+window before it. A text no cache holds (a window written without asking, a process that has
+not seen it and no shared cache) makes the decision leave its transaction unwritten, embed it
+outside the lock and decide again, once (`Unembedded`). `embedding` reads the window before
+the lock and fetches what its cache (by fingerprint) lacks, in one batched request.
 
 A slow or failing endpoint is not an error: the decision goes on with the vectors it has and
 the guard scores the rest lexically (`guard.similarity.VectorSimilarity`). The miss is logged.
@@ -20,12 +26,12 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import httpx
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
+from django.core.signals import request_finished
 
 from agents import semantic
 from agents.guard.similarity import EMBEDDING, SEMANTIC, VECTOR_PROVIDERS
@@ -34,6 +40,9 @@ from agents.models import Task
 from agents.taskrow import Owner, owned_by
 
 logger = logging.getLogger("loopwarden.embeddings")
+
+# The embedded model's new vectors go to the shared cache once the response is out.
+request_finished.connect(semantic.store_pending, dispatch_uid="loopwarden.semantic.store")
 
 # Vectors do not change for a text and model; a day keeps the cache warm across a task's life.
 CACHE_SECONDS = 86_400
@@ -92,9 +101,10 @@ def fetch_embeddings(texts: list[str]) -> list[list[float]] | None:
 def shared_cache() -> semantic.SharedCache | None:
     """Django's cache when the web processes share it (CACHE_URL, Redis): a text is then
     embedded once per deployment, not once per process. The per-process default (LocMem)
-    would only copy the model's own in-process cache, so it is not used."""
+    would only copy the model's own in-process cache, so it is not used. The backend itself,
+    not Django's per-thread proxy: new vectors are stored from another thread."""
     backend = settings.CACHES["default"]["BACKEND"]
-    return None if backend.endswith("LocMemCache") else cache
+    return None if backend.endswith("LocMemCache") else caches[DEFAULT_CACHE_ALIAS]
 
 
 def _embed_text(tool: str, args_text: str) -> str:
@@ -102,14 +112,6 @@ def _embed_text(tool: str, args_text: str) -> str:
 
 
 _warned: list[bool] = []
-_pool: list[ThreadPoolExecutor] = []
-
-
-def _encoding() -> ThreadPoolExecutor:
-    """This process's encoding threads, started at the first use (after gunicorn's fork)."""
-    if not _pool:
-        _pool.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="lw-embed"))
-    return _pool[0]
 
 
 def _warn_missing_extra() -> None:
@@ -122,12 +124,14 @@ def _warn_missing_extra() -> None:
 def vectors_for(
     *, task_id: uuid.UUID | str, agent: Owner, request: ToolRequest
 ) -> dict[str, Sequence[float]]:
-    """Vectors by fingerprint for this call and the window's calls of the same tool.
+    """Vectors by fingerprint, asked before the task row is locked.
 
-    Empty unless the policy asks for vectors (semantic: the extra is installed; embedding: an
-    endpoint is configured) and a threshold could apply. Reads the task's window without a
-    lock: a call that joins the window before the decision has no vector and is scored
-    lexically, which is the same fallback as a miss.
+    `semantic`: only the new call's text, when its policy sets a threshold: it is the only
+    text that may need the model, and its window's texts were embedded when they were asked
+    (looked up under the lock by `window_vectors`, with no read of the window here).
+    `embedding`: this call's and the window's calls' of the same tool, when a threshold could
+    apply; the window is read without a lock: a call that joins it before the decision has no
+    vector and is scored lexically, which is the same fallback as a miss.
     """
     provider = request.similarity_provider
     if provider not in VECTOR_PROVIDERS or request.job_id:
@@ -138,11 +142,11 @@ def vectors_for(
         _warn_missing_extra()
         return {}
     fp, args_text = request.identity
-    early: Future[dict[str, Sequence[float]]] | None = None
-    if provider == SEMANTIC and request.near_duplicate_threshold is not None:
-        # The new call's text is known before its window is: it is embedded on another thread
-        # while the window is read (ONNX Runtime lets go of the GIL while it runs).
-        early = _encoding().submit(semantic.vectors, {fp: args_text}, shared_cache())
+    if provider == SEMANTIC:
+        if request.near_duplicate_threshold is None:
+            # Only the task's limits may set one: known under the lock (`window_vectors`).
+            return {}
+        return semantic.vectors({fp: args_text}, shared_cache())
     row = Task.objects.filter(owned_by(agent), pk=task_id).values_list("window", "limits").first()
     if row is None:
         return {}
@@ -154,11 +158,6 @@ def vectors_for(
         entry = WindowEntry.from_dict(raw)
         if entry.tool == request.tool:
             texts.setdefault(entry.fingerprint, entry.args)
-    if provider == SEMANTIC:
-        if early is None:
-            return semantic.vectors(texts, shared_cache())
-        del texts[fp]
-        return {**semantic.vectors(texts, shared_cache()), **early.result()}
     cached = cache.get_many([_cache_key(f) for f in texts])
     vectors: dict[str, Sequence[float]] = {
         f: cached[_cache_key(f)] for f in texts if _cache_key(f) in cached
@@ -171,3 +170,51 @@ def vectors_for(
             cache.set_many({_cache_key(f): v for f, v in new.items()}, CACHE_SECONDS)
             vectors.update(new)
     return vectors
+
+
+class Unembedded(Exception):
+    """Under the lock, texts of the decision that no cache holds (a window written without
+    asking, a process that has not seen them and no shared cache, a policy changed since the
+    request came in): the transaction is left without a write, they are embedded outside the
+    lock, and the decision is made again (`embed_missing`)."""
+
+    def __init__(self, calls: dict[str, str]):
+        super().__init__(f"{len(calls)} texts to embed")
+        self.calls = calls
+
+
+def window_vectors(
+    request: ToolRequest, window: Sequence[WindowEntry], threshold: float | None, *, may_retry: bool
+) -> None:
+    """Under the task's lock, for the `semantic` provider: add to `request.vectors` those of
+    the new call and of the window's calls of its tool, from the caches only (this process's,
+    then one read of the shared cache for the rest); the model never runs under the lock.
+
+    Texts none holds raise `Unembedded` when `may_retry`; on the decision's second attempt a
+    text still missing (a call that joined the window since) is scored lexically, the same
+    fallback as before the lock. Nothing when no threshold applies (`threshold`: the task's).
+    """
+    if request.similarity_provider != SEMANTIC or request.job_id:
+        return
+    if request.near_duplicate_threshold is None and threshold is None:
+        return
+    if not semantic.available():
+        _warn_missing_extra()
+        return
+    fp, args_text = request.identity
+    calls = {} if fp in request.vectors else {fp: args_text}
+    for entry in window:
+        if entry.tool == request.tool and entry.fingerprint not in request.vectors:
+            calls.setdefault(entry.fingerprint, entry.args)
+    if not calls:
+        return
+    found, missing = semantic.cached(calls, shared_cache())
+    if missing and may_retry:
+        raise Unembedded(missing)
+    request.vectors = {**request.vectors, **found}
+
+
+def embed_missing(calls: dict[str, str]) -> None:
+    """Embed the texts `Unembedded` named, outside the lock: kept in the caches, where the
+    decision's second attempt finds them."""
+    semantic.vectors(calls, shared_cache())

@@ -287,15 +287,22 @@ def tool_call_request(
     row's lock. When two transactions insert a new key at once, the unique constraint lets one
     win and the other decides again, under the row lock, and sees the claim.
     """
-    for attempt in range(3):
+    races, may_embed = 0, True
+    while races < 3:
         try:
             return _tool_call_request_once(
                 task_id=task_id, agent=agent, tool=tool, args=args, effect=effect,
                 operation_key=operation_key, job_id=job_id, call_id=call_id,
-                model_call_id=model_call_id, request_id=request_id, optimistic=attempt == 0,
+                model_call_id=model_call_id, request_id=request_id, optimistic=races == 0,
+                may_embed=may_embed,
             )  # fmt: skip
         except _KeyRace:
-            continue
+            races += 1
+        except embeddings.Unembedded as missing:
+            # Texts no cache held: embedded now, with the lock let go, and decided again
+            # (once: a text still missing then is scored lexically).
+            embeddings.embed_missing(missing.calls)
+            may_embed = False
     raise Conflict("The operation key is contended; retry.", code="OPERATION_CONTENDED")
 
 
@@ -338,7 +345,7 @@ def _request_probe(
 
 def _tool_call_request_once(
     *, task_id, agent, tool, args, effect, operation_key, job_id, call_id, model_call_id,
-    request_id, optimistic,
+    request_id, optimistic, may_embed,
 ) -> tuple[Task, ToolCall, terms.Outcome]:  # fmt: skip
     now = timezone.now()
     # Before the lock, the policy as this process last loaded it: it decides whether embedding
@@ -347,6 +354,8 @@ def _tool_call_request_once(
     # lexical and the embedded model the check is the task lock's (a statement here cost the
     # semantic provider 0.8 ms of CPU a decision; a stale policy costs it at most one model run
     # per process and change). Under the lock a policy that changed in between decides.
+    # The embedded model's vectors of the window are looked up under the lock, in the caches
+    # only (`embeddings.window_vectors`): the window is the locked row's, not read here.
     policy = catalog.loaded().policies.get(tool)
     if policy is not None and policy.similarity_provider == EMBEDDING:
         policy = catalog.catalog_at(catalog.current_version()).policies.get(tool)
@@ -369,11 +378,13 @@ def _tool_call_request_once(
             current = catalog_of(task).policies.get(tool)
             if current is not policy:
                 # An admin changed the catalog since this process last loaded it: decide by
-                # the policy as it is now (vectors fetched under the lock, only this once).
+                # the policy as it is now (an endpoint's vectors fetched under the lock, only
+                # this once; the embedded model's looked up below, embedded outside it).
                 request = _tool_request(tool, args, effect, operation_key, job_id, current)
-                request.vectors = embeddings.vectors_for(
-                    task_id=task_id, agent=agent, request=request
-                )
+                if request.similarity_provider == EMBEDDING:
+                    request.vectors = embeddings.vectors_for(
+                        task_id=task_id, agent=agent, request=request
+                    )
             if model_call_id is not None and not task.model_call_known:  # type: ignore[attr-defined]
                 raise NotFound("No such model call in this task.", code="MODEL_CALL_NOT_FOUND")
             keyed = keyed and not task.terminal
@@ -381,6 +392,11 @@ def _tool_call_request_once(
             operation = None
             operation_id = None
             state = to_state(task)
+            if not task.terminal:
+                embeddings.window_vectors(
+                    request, state.window, state.limits.near_duplicate_threshold,
+                    may_retry=may_embed,
+                )  # fmt: skip
             outcome = None
             if keyed and optimistic:
                 # The usual write: claim the key in one statement, deciding on the row the

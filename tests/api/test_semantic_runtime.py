@@ -101,6 +101,7 @@ def test_a_text_asked_of_one_worker_is_not_embedded_again_by_another(agent_api, 
     first = ask_three(agent_api)
     assert (first["decision"], first["reason"]) == ("BLOCK", "near_duplicate")
     key = semantic.text_key(semantic.embed_text(canonical_json({"q": REPHRASINGS[0]})))
+    semantic.stored()  # new vectors go to the shared cache on a thread of their own
     stored = shared_cache.get(semantic.shared_key(key))
     assert isinstance(stored, bytes) and len(stored) == 384 * 4  # float32, not a list
 
