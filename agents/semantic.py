@@ -317,7 +317,7 @@ def _store_later(shared: SharedCache, fresh: dict[str, Sequence[float]]) -> None
     when the response has gone out): a Redis round trip the decision need not wait for, and
     a thread that would compete with the decision for the GIL if it ran meanwhile (the task's
     lock statement took 0.25 ms longer in the bench's steady state)."""
-    data = {shared_key(k): bytes(v.tobytes()) for k, v in fresh.items()}  # type: ignore[attr-defined]
+    data = {shared_key(k): v.tobytes() for k, v in fresh.items()}  # type: ignore[attr-defined]
     with _lock:
         _pending.append((shared, data))
 
@@ -325,7 +325,11 @@ def _store_later(shared: SharedCache, fresh: dict[str, Sequence[float]]) -> None
 def store_pending(**_: Any) -> None:
     """Put the vectors `_store_later` kept into the shared cache, on this process's storing
     thread. A store that fails is only a vector embedded again by another process; it is not
-    retried. (A receiver of Django's request_finished too, hence the keyword arguments.)"""
+    retried. (A receiver of Django's request_finished too, hence the keyword arguments: it
+    runs after every request, nearly always with nothing kept, so that case returns before
+    the lock.)"""
+    if not _pending:
+        return
     from concurrent.futures import ThreadPoolExecutor
 
     with _lock:
