@@ -118,8 +118,10 @@ def test_a_text_asked_of_one_worker_is_not_embedded_again_by_another(agent_api, 
 
 
 @pytest.mark.django_db
-def test_without_a_shared_cache_the_process_keeps_its_own(agent_api, monkeypatch):
-    # The default cache is per process (LocMem): the vectors are not copied into it.
+def test_without_a_shared_cache_the_process_keeps_its_own(agent_api, monkeypatch, settings):
+    # The default cache is per process (LocMem): the vectors are not copied into it. Pinned
+    # here, so that a CACHE_URL in the developer's environment does not make it shared.
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     ToolPolicy.objects.create(
         tool="kb_search", near_duplicate_threshold=0.6, similarity_provider="semantic"
     )
