@@ -258,17 +258,23 @@ class ReconcileForm(forms.Form):
                 self.add_error("result", f"JSON nested deeper than {limit} levels.")
             except (storable.UnstorableText, storable.TooDeep) as exc:
                 self.add_error("result", str(exc))
+            except ValueError as exc:  # NaN, Infinity, 1e999: no JSON column holds them
+                self.add_error(
+                    "result",
+                    f"The result is not valid JSON ({exc}). Fix it, or tick “plain text” to "
+                    "keep it as text.",
+                )
         return data
 
     def result_value(self) -> Any:
         """The result as typed: JSON, or with `result_is_text` the text itself. Text is never
         taken for JSON that did not parse (a missing brace would be stored, and answered to the
-        agent as REUSE, as a string). Held to the API's rule (JSON escapes can spell
-        "\\u0000"): clean() reports what breaks it."""
+        agent as REUSE, as a string). Held to the API's rules (NaN, Infinity and 1e999 are
+        refused; JSON escapes can spell "\\u0000"): clean() reports what breaks them."""
         text = self.cleaned_data.get("result", "").strip()
         if not text:
             return None
-        value = text if self.cleaned_data.get("result_is_text") else json.loads(text)
+        value = text if self.cleaned_data.get("result_is_text") else storable.loads(text)
         return storable.admit(value, max_depth=settings.LOOPWARDEN_MAX_JSON_DEPTH, encode=False)
 
 
