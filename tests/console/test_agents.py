@@ -39,6 +39,22 @@ def test_pausing_stops_every_task_at_its_next_call(as_admin, looping_task, agent
     assert "runaway spend" in page and "Unpause" in page
 
 
+def test_a_secret_in_the_pause_reason_is_masked_on_the_agents_page(as_admin, as_operator, agent):
+    """The reason is an operator's note, read by every operator after: masked by the one
+    redaction policy, as the audit log masks the same reason."""
+    secret = "sk-live-abcdefghijklmnopqrstuvwxyz123456"
+    answer = as_admin.post("/agents/agent-a/pause/", {PAUSE: f"key leaked: {secret}"}, **HTMX)
+    assert answer.status_code == 200
+    agent.refresh_from_db()
+    assert agent.paused_reason == f"key leaked: {secret}"  # stored as typed
+    for client in (as_admin, as_operator):
+        for url in ("/agents/", "/agents/?open=agent-a", "/audit/"):
+            page = client.get(url).content.decode()
+            assert "key leaked: •••" in page, url
+            assert secret not in page, url
+    assert secret not in answer.content.decode()
+
+
 def test_unpausing_takes_a_reason_too(as_admin, agent):
     as_admin.post("/agents/agent-a/pause/", {PAUSE: "x"})
     response = as_admin.post("/agents/agent-a/unpause/", {PAUSE: "fixed"}, **HTMX)
