@@ -15,6 +15,9 @@ from typing import Any, cast
 
 from django import forms
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.validators import MaxLengthValidator
 
 from agents.db import storable
 from agents.guard import registry, terms
@@ -491,3 +494,29 @@ class UnlockForm(forms.Form):
         max_length=2000,
         widget=forms.TextInput(attrs={"placeholder": "Why (optional)"}),
     )
+
+
+def _check_username_length(form: AuthenticationForm) -> None:
+    """Django's sign-in forms show the user model's username length (`maxlength`) but never
+    check it: a longer name went on to authenticate() and to django-axes' record of the failed
+    sign-in, whose username column PostgreSQL refused (a 500 to anyone signed out). Checked
+    here: a field error, no sign-in attempted."""
+    field = form.fields["username"]
+    if field.max_length:
+        field.validators.append(MaxLengthValidator(field.max_length))
+
+
+class SignInForm(AuthenticationForm):
+    """The console's sign-in form."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _check_username_length(self)
+
+
+class AdminSignInForm(AdminAuthenticationForm):
+    """The Django admin's sign-in form (/django-admin/login/), held to the same length."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _check_username_length(self)

@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from django.views.decorators.cache import cache_control
 
 from console import views, views_admin, views_audit, views_ledger, views_reports, views_signin
+from console.forms import SignInForm
 
 # The pages of one task, under tasks/<uuid:task_id>/.
 task_urls = [
@@ -32,7 +33,9 @@ urlpatterns = [
     path(
         "login/",
         auth_views.LoginView.as_view(
-            template_name="console/login.html", redirect_authenticated_user=True
+            template_name="console/login.html",
+            redirect_authenticated_user=True,
+            authentication_form=SignInForm,
         ),
         name="login",
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.test import Client
 
 
@@ -48,3 +49,19 @@ def test_htmx_and_the_stylesheet_are_served_locally_without_debug(anonymous, set
     assert b"htmx" in b"".join(script.streaming_content)
     assert anonymous.get("/static/css/console.css").status_code == 200
     assert anonymous.get("/static/../loopwarden/settings.py").status_code in (400, 404)
+
+
+@pytest.mark.parametrize("url", ["/login/", "/django-admin/login/"])
+def test_a_username_longer_than_any_user_has_is_a_field_error_not_a_500(people, url):
+    """Django's sign-in form shows the user model's max length but does not check it; the
+    failed sign-in was then recorded for the lockout with the whole name, which PostgreSQL
+    refused (a 500 to anyone signed out)."""
+    client = Client()
+    response = client.post(url, {"username": "u" * 5000, "password": "pw"})
+    assert response.status_code == 200
+    assert b"Ensure this value has at most 150 characters (it has 5000)." in response.content
+    assert client.get("/").status_code == 302
+    # a name of the longest length a user may have is still an ordinary failed sign-in
+    response = client.post(url, {"username": "u" * 150, "password": "pw"})
+    assert response.status_code == 200
+    assert b"correct username and password" in response.content
