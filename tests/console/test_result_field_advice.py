@@ -107,3 +107,23 @@ def test_a_plain_post_redirects_back_to_the_report(as_admin, db):
     )
     assert response.status_code == 303 and response["Location"] == "/reports/daily/?days=14"
     assert Event.objects.filter(kind="tool_policy_changed").count() == 1
+
+
+@pytest.mark.parametrize(
+    "tool, keys",
+    [("\x00", ["replica"]), ("search", ["replica", "a\x00b"]), ("t" * 201, ["replica"])],
+    ids=["nul-in-tool", "nul-in-key", "tool-too-long"],
+)
+@pytest.mark.parametrize("headers", [{}, HTMX], ids=["post", "htmx"])
+def test_a_tool_or_key_the_database_cannot_hold_is_refused_and_changes_nothing(
+    as_admin, db, tool, keys, headers
+):
+    """The form posts back what the advice showed; a post that was not made by it gets the
+    service's refusal (422, the reason in words), never a 500 from the database."""
+    response = as_admin.post(
+        "/reports/result-fields/apply/", {"tool": tool, "keys": keys, "days": 14}, **headers
+    )
+    assert response.status_code == 422
+    assert b"tool" in response.content or b"field" in response.content
+    assert not ToolPolicy.objects.exists()
+    assert not Event.objects.filter(kind="tool_policy_changed").exists()
