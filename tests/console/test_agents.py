@@ -55,6 +55,18 @@ def test_a_secret_in_the_pause_reason_is_masked_on_the_agents_page(as_admin, as_
     assert secret not in answer.content.decode()
 
 
+def test_a_secret_in_a_token_name_is_masked_where_the_name_is_shown(as_admin, agent):
+    """A token's name is free text an admin types (and may paste a key into): the card's
+    notice and its token table show it through the redaction policy."""
+    secret = "sk-live-abcdefghijklmnopqrstuvwxyz123456"
+    answer = as_admin.post("/agents/agent-a/tokens/", {"token-agent-a-name": f"old {secret}"})
+    assert answer.status_code == 200
+    assert ApiToken.objects.filter(agent=agent, name=f"old {secret}").exists()  # stored as typed
+    for page in (answer.content.decode(), as_admin.get("/agents/?open=agent-a").content.decode()):
+        assert "old •••" in page
+        assert secret not in page
+
+
 def test_unpausing_takes_a_reason_too(as_admin, agent):
     as_admin.post("/agents/agent-a/pause/", {PAUSE: "x"})
     response = as_admin.post("/agents/agent-a/unpause/", {PAUSE: "fixed"}, **HTMX)
