@@ -4,12 +4,16 @@ revoked, allowed profiles (admins)."""
 from __future__ import annotations
 
 from decimal import Decimal
+from io import StringIO
 
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import timezone
 
 from agents.guard import terms
-from agents.models import AgentDay, ApiToken, Event, hash_token
+from agents.models import Agent, AgentDay, ApiToken, Event, hash_token
 from agents.services import runner
 from tests.console.conftest import HTMX
 
@@ -187,3 +191,15 @@ def test_an_operator_pauses_an_agent_but_sees_no_tokens_or_profiles(as_operator,
     assert response.status_code == 303
     looping_task.agent.refresh_from_db()
     assert looping_task.agent.paused is True
+
+
+@pytest.mark.parametrize("name", ["bot.v2", "support bot", "bøt", "a" * 65, ""])
+def test_create_agent_refuses_a_name_the_agents_page_cannot_link(as_admin, agent, name):
+    """Agent names are slugs (the console's agent URLs take nothing else): a name that is not
+    one made /agents/ answer 500 for everyone, so the command refuses it and creates nothing."""
+    tokens = ApiToken.objects.count()
+    with pytest.raises(CommandError, match="letters, numbers, hyphens or underscores"):
+        call_command("create_agent", name, stdout=StringIO())
+    assert list(Agent.objects.values_list("name", flat=True)) == ["agent-a"]
+    assert ApiToken.objects.count() == tokens
+    assert as_admin.get("/agents/").status_code == 200
