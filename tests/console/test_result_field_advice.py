@@ -127,3 +127,15 @@ def test_a_tool_or_key_the_database_cannot_hold_is_refused_and_changes_nothing(
     assert b"tool" in response.content or b"field" in response.content
     assert not ToolPolicy.objects.exists()
     assert not Event.objects.filter(kind="tool_policy_changed").exists()
+
+
+@pytest.mark.parametrize("days", ["²", "¹⁴", "x", "", "99999999999999999999999999", "-14"])
+def test_a_days_value_that_is_no_number_of_days_falls_back_to_the_default(as_admin, db, days):
+    """`days` only says which report to go back to: anything but one of the report's choices
+    is the default, never a 500 ("²" passes str.isdigit but int() refuses it)."""
+    response = as_admin.post(
+        "/reports/result-fields/apply/", {"tool": "search", "keys": ["replica"], "days": days}
+    )
+    assert response.status_code == 303
+    assert response["Location"] == "/reports/daily/?days=30"
+    assert ToolPolicy.objects.get(tool="search").ignore_result_fields == ["replica"]
