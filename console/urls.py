@@ -50,7 +50,8 @@ urlpatterns = [
     ),
     path("audit/", views_audit.audit_log, name="audit"),
     path("limits/", views_admin.limits_index, name="limits"),
-    path("limits/profiles/new/", views_admin.profile_new, name="profile-new"),
+    # Not under limits/profiles/: "new" is a name a profile may have.
+    path("limits/new-profile/", views_admin.profile_new, name="profile-new"),
     path("limits/profiles/<slug:name>/", views_admin.profile_edit, name="profile-edit"),
     path("agents/", views_admin.agents_index, name="agents"),
     path("sign-in/lockouts/", views_signin.signin_lockouts, name="signin-lockouts"),
