@@ -501,7 +501,7 @@ def _check_username_length(form: AuthenticationForm) -> None:
     check it: a longer name went on to authenticate() and to django-axes' record of the failed
     sign-in, whose username column PostgreSQL refused (a 500 to anyone signed out). Checked
     here: a field error, no sign-in attempted."""
-    field = form.fields["username"]
+    field = cast(forms.CharField, form.fields["username"])
     if field.max_length:
         field.validators.append(MaxLengthValidator(field.max_length))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.db import transaction
 
 from agents.db import storable
@@ -9,7 +11,8 @@ from agents.errors import BadInput
 from agents.models import Event, EventKind, ToolPolicy
 from agents.services.operator import actor_name
 
-TOOL_MAX = ToolPolicy._meta.get_field("tool").max_length  # a tool's name, as the API holds it
+# The longest tool name, as the API holds it.
+TOOL_MAX = cast(int, ToolPolicy._meta.get_field("tool").max_length)
 
 
 def tool_policy_ignore_result_fields(
