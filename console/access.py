@@ -86,11 +86,11 @@ def done(
     if request.htmx:
         response = render(request, partial, context)
         return trigger_client_event(response, "lw:toast", {"message": message, "kind": kind})
-    messages.add_message(request, _MESSAGE_LEVELS[kind], message)
+    messages.add_message(request, MESSAGE_LEVELS[kind], message)
     return redirect_see_other(then)
 
 
-_MESSAGE_LEVELS = {"success": messages.SUCCESS, "info": messages.INFO, "error": messages.ERROR}
+MESSAGE_LEVELS = {"success": messages.SUCCESS, "info": messages.INFO, "error": messages.ERROR}
 
 
 def redirect_see_other(url: str) -> HttpResponse:

@@ -81,6 +81,26 @@ def test_unpausing_takes_a_reason_too(as_admin, agent):
     assert Event.objects.filter(kind="agent_unpaused", reason="fixed").exists()
 
 
+def test_a_pause_from_a_stale_tab_keeps_the_first_reason_and_says_so(as_admin, as_operator, agent):
+    """Two people press the kill switch (or one tab was opened before the other's pause):
+    the agent is paused once, with the first reason, and the second is told nothing changed."""
+    assert as_operator.post("/agents/agent-a/pause/", {PAUSE: "runaway spend"}).status_code == 303
+    response = as_admin.post("/agents/agent-a/pause/", {PAUSE: "me too"}, follow=True)
+    assert "agent-a was already paused; nothing changed." in response.content.decode()
+    agent.refresh_from_db()
+    assert (agent.paused, agent.paused_reason) == (True, "runaway spend")
+    assert Event.objects.filter(kind="agent_paused").count() == 1
+    answer = as_admin.post("/agents/agent-a/pause/", {PAUSE: "me too"}, **HTMX)
+    assert answer.status_code == 200
+    assert '"kind": "info"' in answer["HX-Trigger"] and "already paused" in answer["HX-Trigger"]
+
+
+def test_an_unpause_of_an_agent_not_paused_changes_and_logs_nothing(as_admin, agent):
+    response = as_admin.post("/agents/agent-a/unpause/", {PAUSE: "stale tab"}, follow=True)
+    assert "agent-a was not paused; nothing changed." in response.content.decode()
+    assert not Event.objects.filter(kind="agent_unpaused").exists()
+
+
 def test_a_pause_without_a_reason_shows_the_error_and_changes_nothing(as_admin, agent):
     response = as_admin.post("/agents/agent-a/pause/", {PAUSE: ""})
     assert response.status_code == 422
