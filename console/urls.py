@@ -6,7 +6,6 @@ from django.urls import include, path, re_path
 from django.views.decorators.cache import cache_control
 
 from console import views, views_admin, views_audit, views_ledger, views_reports, views_signin
-from console.forms import SignInForm
 
 # The pages of one task, under tasks/<uuid:task_id>/.
 task_urls = [
@@ -30,15 +29,7 @@ agent_urls = [
 ]
 
 urlpatterns = [
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="console/login.html",
-            redirect_authenticated_user=True,
-            authentication_form=SignInForm,
-        ),
-        name="login",
-    ),
+    path("login/", views_signin.SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.dashboard, name="dashboard"),
     path("tasks/<uuid:task_id>/", include(task_urls)),

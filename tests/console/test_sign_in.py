@@ -65,3 +65,17 @@ def test_a_username_longer_than_any_user_has_is_a_field_error_not_a_500(people, 
     response = client.post(url, {"username": "u" * 150, "password": "pw"})
     assert response.status_code == 200
     assert b"correct username and password" in response.content
+
+
+@pytest.mark.parametrize("target", ["/login/", "/login/?next=/", "http://testserver/login/"])
+def test_a_next_that_names_the_sign_in_page_goes_to_the_dashboard(people, target):
+    """/login/?next=/login/ opened by someone signed in (an old link, a bookmark) answered 500
+    (Django's redirect-loop check); the dashboard is where it leads."""
+    client = Client()
+    client.force_login(people.operator)
+    response = client.get("/login/", {"next": target})
+    assert response.status_code == 302
+    assert response["Location"] == "/"
+    signed_out = Client()
+    response = signed_out.post("/login/", {"username": "olivia", "password": "pw", "next": target})
+    assert response.status_code == 302 and response["Location"] == "/"
