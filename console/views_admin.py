@@ -257,7 +257,7 @@ def token_revoke(request, name, token_id):
     form = RevokeForm(request.POST)
     form.is_valid()
     try:
-        token = configuration.token_revoke(
+        token, revoked = configuration.token_revoke(
             token_id=token_id,
             agent_name=name,
             user=request.user,
@@ -265,6 +265,8 @@ def token_revoke(request, name, token_id):
         )
     except NotFound:
         raise Http404("No such token.") from None
-    return _card_answer(
-        request, name, _agent_card(request, name), message=f"Token {token.prefix}… revoked."
-    )
+    card = _agent_card(request, name)
+    if not revoked:  # another tab, or another admin, got there first
+        message = f"Token {token.prefix}… was already revoked; nothing changed."
+        return _card_answer(request, name, card, message=message, kind="info")
+    return _card_answer(request, name, card, message=f"Token {token.prefix}… revoked.")

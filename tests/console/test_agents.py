@@ -157,6 +157,17 @@ def test_revoking_a_token_locks_it_out(as_admin, agent):
     assert Event.objects.filter(kind="token_revoked").count() == 1
 
 
+def test_a_revoke_from_a_stale_tab_says_the_token_was_already_revoked(as_admin, agent):
+    token = ApiToken.objects.get(agent=agent)
+    as_admin.post(f"/agents/agent-a/tokens/{token.pk}/revoke/")
+    revoked_at = ApiToken.objects.get(pk=token.pk).revoked_at
+    again = as_admin.post(f"/agents/agent-a/tokens/{token.pk}/revoke/", follow=True)
+    assert f"Token {token.prefix}… was already revoked; nothing changed." in again.content.decode()
+    answer = as_admin.post(f"/agents/agent-a/tokens/{token.pk}/revoke/", **HTMX)
+    assert '"kind": "info"' in answer["HX-Trigger"]
+    assert ApiToken.objects.get(pk=token.pk).revoked_at == revoked_at
+
+
 def test_a_token_of_another_agent_is_404(as_admin, agent, make_agent):
     _, _ = make_agent("agent-b", namespace="ns-b")
     other = ApiToken.objects.get(agent__name="agent-b")
