@@ -175,8 +175,12 @@ def breaker_trips(*, start: datetime, end: datetime | None = None) -> QuerySet[E
 
 
 def day_bounds(day: date) -> tuple[datetime, datetime]:
-    """A UTC day as [start, end): agent days, the daily cap, rollups and trips count in UTC."""
+    """A UTC day as [start, end): agent days, the daily cap, rollups and trips count in UTC.
+    The last day a date holds (9999-12-31, which a date box sends) ends at the last moment a
+    datetime holds: no datetime holds the day after."""
     start = datetime.combine(day, time.min, tzinfo=UTC)
+    if day == date.max:
+        return start, datetime.max.replace(tzinfo=UTC)
     return start, start + timedelta(days=1)
 
 

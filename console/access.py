@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
@@ -41,6 +42,10 @@ def console_view(perm: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable:
                 if request.htmx:
                     # The page the user is on, not the partial's URL, is where to come back to.
                     target = request.htmx.current_url_abs_path or target
+                elif request.method not in ("GET", "HEAD"):
+                    # A form posted after the session expired: back to the page it was on
+                    # (nothing is done on the way; the action's URL would answer 405).
+                    target = _page_posted_from(request)
                 login = f"{settings.LOGIN_URL}?{urlencode({'next': target}, safe='/')}"
                 if request.htmx:
                     return HttpResponseClientRedirect(login)
@@ -54,6 +59,19 @@ def console_view(perm: str, *, methods: tuple[str, ...] = ("GET",)) -> Callable:
         return require_http_methods(list(methods))(wrapped)
 
     return decorator
+
+
+def _page_posted_from(request: HttpRequest) -> str:
+    """The path of the console page a form was posted from (its Referer, on this host), or
+    the dashboard when there is none to trust."""
+    referer = request.headers.get("referer", "")
+    if referer and url_has_allowed_host_and_scheme(
+        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        parts = urlsplit(referer)
+        if parts.path.startswith("/"):
+            return urlunsplit(("", "", parts.path, parts.query, ""))
+    return "/"
 
 
 def page(
@@ -86,11 +104,11 @@ def done(
     if request.htmx:
         response = render(request, partial, context)
         return trigger_client_event(response, "lw:toast", {"message": message, "kind": kind})
-    messages.add_message(request, _MESSAGE_LEVELS[kind], message)
+    messages.add_message(request, MESSAGE_LEVELS[kind], message)
     return redirect_see_other(then)
 
 
-_MESSAGE_LEVELS = {"success": messages.SUCCESS, "info": messages.INFO, "error": messages.ERROR}
+MESSAGE_LEVELS = {"success": messages.SUCCESS, "info": messages.INFO, "error": messages.ERROR}
 
 
 def redirect_see_other(url: str) -> HttpResponse:

@@ -15,6 +15,9 @@ from typing import Any, cast
 
 from django import forms
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.validators import MaxLengthValidator
 
 from agents.db import storable
 from agents.guard import registry, terms
@@ -258,17 +261,23 @@ class ReconcileForm(forms.Form):
                 self.add_error("result", f"JSON nested deeper than {limit} levels.")
             except (storable.UnstorableText, storable.TooDeep) as exc:
                 self.add_error("result", str(exc))
+            except ValueError as exc:  # NaN, Infinity, 1e999: no JSON column holds them
+                self.add_error(
+                    "result",
+                    f"The result is not valid JSON ({exc}). Fix it, or tick “plain text” to "
+                    "keep it as text.",
+                )
         return data
 
     def result_value(self) -> Any:
         """The result as typed: JSON, or with `result_is_text` the text itself. Text is never
         taken for JSON that did not parse (a missing brace would be stored, and answered to the
-        agent as REUSE, as a string). Held to the API's rule (JSON escapes can spell
-        "\\u0000"): clean() reports what breaks it."""
+        agent as REUSE, as a string). Held to the API's rules (NaN, Infinity and 1e999 are
+        refused; JSON escapes can spell "\\u0000"): clean() reports what breaks them."""
         text = self.cleaned_data.get("result", "").strip()
         if not text:
             return None
-        value = text if self.cleaned_data.get("result_is_text") else json.loads(text)
+        value = text if self.cleaned_data.get("result_is_text") else storable.loads(text)
         return storable.admit(value, max_depth=settings.LOOPWARDEN_MAX_JSON_DEPTH, encode=False)
 
 
@@ -485,3 +494,29 @@ class UnlockForm(forms.Form):
         max_length=2000,
         widget=forms.TextInput(attrs={"placeholder": "Why (optional)"}),
     )
+
+
+def _check_username_length(form: AuthenticationForm) -> None:
+    """Django's sign-in forms show the user model's username length (`maxlength`) but never
+    check it: a longer name went on to authenticate() and to django-axes' record of the failed
+    sign-in, whose username column PostgreSQL refused (a 500 to anyone signed out). Checked
+    here: a field error, no sign-in attempted."""
+    field = cast(forms.CharField, form.fields["username"])
+    if field.max_length:
+        field.validators.append(MaxLengthValidator(field.max_length))
+
+
+class SignInForm(AuthenticationForm):
+    """The console's sign-in form."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _check_username_length(self)
+
+
+class AdminSignInForm(AdminAuthenticationForm):
+    """The Django admin's sign-in form (/django-admin/login/), held to the same length."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _check_username_length(self)

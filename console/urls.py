@@ -29,13 +29,7 @@ agent_urls = [
 ]
 
 urlpatterns = [
-    path(
-        "login/",
-        auth_views.LoginView.as_view(
-            template_name="console/login.html", redirect_authenticated_user=True
-        ),
-        name="login",
-    ),
+    path("login/", views_signin.SignInView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.dashboard, name="dashboard"),
     path("tasks/<uuid:task_id>/", include(task_urls)),
@@ -47,7 +41,8 @@ urlpatterns = [
     ),
     path("audit/", views_audit.audit_log, name="audit"),
     path("limits/", views_admin.limits_index, name="limits"),
-    path("limits/profiles/new/", views_admin.profile_new, name="profile-new"),
+    # Not under limits/profiles/: "new" is a name a profile may have.
+    path("limits/new-profile/", views_admin.profile_new, name="profile-new"),
     path("limits/profiles/<slug:name>/", views_admin.profile_edit, name="profile-edit"),
     path("agents/", views_admin.agents_index, name="agents"),
     path("sign-in/lockouts/", views_signin.signin_lockouts, name="signin-lockouts"),

@@ -158,15 +158,18 @@ def agents_index(request):
     return _agents_page(request)
 
 
-def _card_answer(request, name: str, card: dict, *, message: str = "", status: int = 200):
-    """One agent's card for htmx, the whole page otherwise (after a redirect when it worked)."""
+def _card_answer(
+    request, name: str, card: dict, *, message: str = "", status: int = 200, kind: str = "success"
+):
+    """One agent's card for htmx, the whole page otherwise (after a redirect when it worked).
+    `kind`: "success" (done) or "info" (nothing needed doing), as access.done says."""
     if request.htmx:
         response = render(request, "console/_agent_answer.html", card, status=status)
         if message:
-            trigger_client_event(response, "lw:toast", {"message": message})
+            trigger_client_event(response, "lw:toast", {"message": message, "kind": kind})
         return response
     if status == 200 and message and "raw_token" not in card:
-        messages.success(request, message)
+        messages.add_message(request, access.MESSAGE_LEVELS[kind], message)
         where = f"{reverse('agents')}?{urlencode({'open': name})}#agent-{name}"
         return access.redirect_see_other(where)
     return _agents_page(request, status=status, name=name, card=card)
@@ -176,7 +179,7 @@ def _set_paused(request, name: str, paused: bool):
     form = PauseForm(request.POST, prefix=f"pause-{name}")
     if form.is_valid():
         try:
-            operator.agent_set_paused(
+            _agent, changed = operator.agent_set_paused(
                 name=name, paused=paused, user=request.user, reason=form.cleaned_data["reason"]
             )
         except NotFound:
@@ -184,8 +187,12 @@ def _set_paused(request, name: str, paused: bool):
         except DomainError as error:
             access.field_errors(form, error)
         else:
-            word = "paused: its tasks stop at their next call" if paused else "unpaused"
             card = _agent_card(request, name)
+            if not changed:  # someone else, or another tab, got there first
+                was = "was already paused" if paused else "was not paused"
+                message = f"{name} {was}; nothing changed."
+                return _card_answer(request, name, card, message=message, kind="info")
+            word = "paused: its tasks stop at their next call" if paused else "unpaused"
             return _card_answer(request, name, card, message=f"{name} {word}.")
     return _card_answer(request, name, _agent_card(request, name, pause_form=form), status=INVALID)
 
@@ -250,7 +257,7 @@ def token_revoke(request, name, token_id):
     form = RevokeForm(request.POST)
     form.is_valid()
     try:
-        token = configuration.token_revoke(
+        token, revoked = configuration.token_revoke(
             token_id=token_id,
             agent_name=name,
             user=request.user,
@@ -258,6 +265,8 @@ def token_revoke(request, name, token_id):
         )
     except NotFound:
         raise Http404("No such token.") from None
-    return _card_answer(
-        request, name, _agent_card(request, name), message=f"Token {token.prefix}… revoked."
-    )
+    card = _agent_card(request, name)
+    if not revoked:  # another tab, or another admin, got there first
+        message = f"Token {token.prefix}… was already revoked; nothing changed."
+        return _card_answer(request, name, card, message=message, kind="info")
+    return _card_answer(request, name, card, message=f"Token {token.prefix}… revoked.")

@@ -128,14 +128,17 @@ def _money_label(amount: float) -> str:
     return figure[:-3] if amount >= 100 and figure.endswith(".00") else figure
 
 
-def _filters(request: HttpRequest) -> tuple[int, str]:
+def _days(text: str | None) -> int:
+    """The report's period from a query or a form: one of DAY_CHOICES, else the default."""
     try:
-        days = int(request.GET.get("days", DEFAULT_DAYS))
-    except ValueError:
-        days = DEFAULT_DAYS
-    if days not in DAY_CHOICES:
-        days = DEFAULT_DAYS
-    return days, request.GET.get("agent", "").strip()
+        days = int(text or DEFAULT_DAYS)
+    except ValueError:  # "x", and "²", which str.isdigit() calls a digit
+        return DEFAULT_DAYS
+    return days if days in DAY_CHOICES else DEFAULT_DAYS
+
+
+def _filters(request: HttpRequest) -> tuple[int, str]:
+    return _days(request.GET.get("days")), request.GET.get("agent", "").strip()
 
 
 @console_view(roles.VIEW_TASK)
@@ -175,8 +178,7 @@ def _result_field_context(request: HttpRequest, days: int) -> dict:
 def result_fields_apply(request: HtmxHttpRequest) -> HttpResponse:
     """Apply one proposal of the volatile-keys advice: the keys join the tool's
     ignore_result_fields, with an audit row (through the one service)."""
-    days = int(request.POST["days"]) if request.POST.get("days", "").isdigit() else DEFAULT_DAYS
-    days = days if days in DAY_CHOICES else DEFAULT_DAYS
+    days = _days(request.POST.get("days"))
     tool = request.POST.get("tool", "").strip()
     keys = request.POST.getlist("keys")
     try:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
+from django.contrib.auth import views as auth_views
 from django.shortcuts import render
 from django.urls import reverse
 
@@ -11,7 +14,21 @@ from agents.errors import DomainError
 from agents.services import signin
 from console import access
 from console.access import INVALID, console_view
-from console.forms import UnlockForm
+from console.forms import SignInForm, UnlockForm
+
+
+class SignInView(auth_views.LoginView):
+    """Django's sign-in page, with the console's form and template. A `next` that names the
+    sign-in page itself is dropped for the dashboard: Django answers a signed-in user's
+    /login/?next=/login/ with a 500 (its redirect-loop check)."""
+
+    template_name = "console/login.html"
+    redirect_authenticated_user = True
+    authentication_form = SignInForm
+
+    def get_redirect_url(self, request=None) -> str:
+        url = super().get_redirect_url()  # "" when it is not safe to follow
+        return "" if url and urlsplit(url).path == reverse("login") else url
 
 
 def locked_out(request, original_response=None, credentials=None):

@@ -7,7 +7,11 @@ from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.urls import include, path, re_path
 
 from agents.api.fallback import unrouted
+from console.forms import AdminSignInForm
 from loopwarden.metrics_endpoint import metrics_view
+
+# The admin's sign-in form checks the username's length like the console's (console.forms).
+admin.site.login_form = AdminSignInForm
 
 urlpatterns = [
     path("metrics", metrics_view, name="metrics"),

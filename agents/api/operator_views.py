@@ -125,7 +125,7 @@ class AgentPause(APIView):
     def post(self, request, name):
         require_perm(request, roles.PAUSE_AGENT)
         data = _valid(s.PauseIn, request)
-        agent = operator.agent_set_paused(
+        agent, _changed = operator.agent_set_paused(
             name=name, paused=self.paused, user=request.user, reason=data["reason"]
         )
         return Response({"name": agent.name, "paused": agent.paused,

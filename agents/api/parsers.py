@@ -10,7 +10,6 @@ view records reports (see `agents.db.storable`): no endpoint checks it on its ow
 from __future__ import annotations
 
 import codecs
-import math
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -27,15 +26,6 @@ class BodyTooDeep(BadInput):
 
 class UnsupportedText(BadInput):
     code = "UNSUPPORTED_TEXT"
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float, refused when no float holds it (`1e999` reads as infinity,
-    which neither database's JSON accepts), as DRF refuses the literals NaN and Infinity."""
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"Out of range float values are not JSON compliant: {text}")
-    return value
 
 
 def _too_deep(path: str, limit: int) -> BodyTooDeep:
@@ -60,7 +50,7 @@ class GuardedJSONParser(JSONParser):
             data = json.load(
                 codecs.getreader(encoding)(stream),
                 parse_constant=json.strict_constant,
-                parse_float=_finite,
+                parse_float=storable.finite_float,  # as DRF refuses NaN and Infinity
             )
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None

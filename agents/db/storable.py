@@ -24,6 +24,8 @@ No Django import: the console and the API both use it.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -108,6 +110,26 @@ def fit(text: str, limit: int) -> str:
             return stored
         end -= max(1, (len(stored) - limit) // 6)  # an encoded character is 1 to 6 long
     return ""
+
+
+def finite_float(text: str) -> float:
+    """A JSON number as a float, refused when no float holds it: `1e999` reads as infinity,
+    which neither database's JSON accepts (nor NaN, nor the literal Infinity)."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"Out of range float values are not JSON compliant: {text}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"Out of range float values are not JSON compliant: {name}")
+
+
+def loads(text: str) -> Any:
+    """JSON text as the database can hold it: NaN, Infinity and numbers past a float's range
+    are refused (ValueError) rather than read as floats no JSON column takes. The API's
+    parser reads numbers with the same `finite_float`."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=finite_float)
 
 
 def _child(path: str, key: str | int) -> str:

@@ -175,8 +175,9 @@ def token_issue(*, agent_name: str, user, name: str = "") -> tuple[ApiToken, str
 
 def token_revoke(
     *, token_id: int, user, agent_name: str | None = None, reason: str = ""
-) -> ApiToken:
+) -> tuple[ApiToken, bool]:
     """Revoke an API token: the next request with it answers 401. Locks the token row.
+    Returns the token and whether this call revoked it.
 
     Idempotent: revoking a revoked token changes nothing and logs nothing. With `agent_name`,
     a token of another agent is answered like a missing one.
@@ -190,7 +191,7 @@ def token_revoke(
         except (ApiToken.DoesNotExist, ValueError):
             raise NotFound("No such token.", code="TOKEN_NOT_FOUND") from None
         if token.revoked_at is not None:
-            return token
+            return token, False
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
         Event.objects.create(
@@ -201,7 +202,7 @@ def token_revoke(
                     # ignore: the check constraint gives a token without an agent a user.
                     else f"user:{token.user.get_username()}"},  # type: ignore[union-attr]
         )  # fmt: skip
-    return token
+    return token, True
 
 
 def profile_delete(*, user, name: str) -> None:

@@ -221,10 +221,13 @@ def task_set_limits(
     return task
 
 
-def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
+def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> tuple[Agent, bool]:
     """Pause or unpause an agent: the kill switch for all its tasks. Locks the agent row.
 
-    A paused agent's next gate or tool request stops its task with agent_paused.
+    A paused agent's next gate or tool request stops its task with agent_paused. Returns the
+    agent and whether this call changed it: a pause of a paused agent (or an unpause of one
+    not paused: two people, or a stale tab) changes nothing, keeps the first reason and writes
+    no audit row.
     """
     if blank(reason):
         raise BadInput(
@@ -235,6 +238,8 @@ def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
             agent = Agent.objects.select_for_update().get(name=name)
         except Agent.DoesNotExist:
             raise NotFound("No such agent.", code="AGENT_NOT_FOUND") from None
+        if agent.paused == paused:
+            return agent, False
         agent.paused = paused
         agent.paused_reason = reason if paused else ""
         agent.save(update_fields=["paused", "paused_reason"])
@@ -242,4 +247,4 @@ def agent_set_paused(*, name: str, paused: bool, user, reason: str) -> Agent:
             agent=agent, kind=EventKind.AGENT_PAUSED if paused else EventKind.AGENT_UNPAUSED,
             actor=actor_name(user), actor_user=user, reason=reason,
         )  # fmt: skip
-    return agent
+    return agent, True

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.db import transaction
 
+from agents.db import storable
 from agents.errors import BadInput
 from agents.models import Event, EventKind, ToolPolicy
 from agents.services.operator import actor_name
+
+# The longest tool name, as the API holds it.
+TOOL_MAX = cast(int, ToolPolicy._meta.get_field("tool").max_length)
 
 
 def tool_policy_ignore_result_fields(
@@ -25,6 +31,20 @@ def tool_policy_ignore_result_fields(
             "Name the tool and at least one result field.",
             code="BAD_RESULT_FIELDS",
             fields={"keys": "At least one field path."},
+        )
+    fields: dict[str, str] = {}
+    if len(tool) > TOOL_MAX:
+        fields["tool"] = f"The tool's name is longer than {TOOL_MAX} characters."
+    for name, what, text in [("tool", "The tool's name", tool),
+                             *(("keys", "A result field", key) for key in wanted)]:  # fmt: skip
+        found = storable.unstorable(text)
+        if found is not None and name not in fields:
+            fields[name] = f"{what} holds {found}, which the database cannot hold."
+    if fields:
+        raise BadInput(
+            " ".join(fields.values()) + " Nothing changed.",
+            code="BAD_RESULT_FIELDS",
+            fields=fields,
         )
     with transaction.atomic():
         policy, _created = ToolPolicy.objects.get_or_create(tool=tool)

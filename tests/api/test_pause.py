@@ -102,3 +102,11 @@ def test_it_refuses_to_create_a_task_for_a_paused_agent(agent_api, admin_api):
     assert response.status_code == 409, response.body
     assert response.body["error"]["code"] == "AGENT_PAUSED"
     assert Task.objects.count() == 0
+
+
+def test_a_repeated_pause_keeps_the_first_reason_and_writes_one_audit_row(admin_api, agent_api):
+    assert pause(admin_api).status_code == 200
+    again = pause(admin_api, reason="me too")
+    assert again.status_code == 200
+    assert again.body == {"name": "agent-a", "paused": True, "paused_reason": "burning money"}
+    assert Event.objects.filter(kind="agent_paused").count() == 1

@@ -109,7 +109,7 @@ def the_console_with_everything_on_it(console) -> dict[str, str]:
         "reconcile-filtered": "/reconcile/?agent=support-bot&older_than=2&unit=hours",
         "audit": "/audit/?everyone=on",
         "limits": "/limits/",
-        "profile-new": "/limits/profiles/new/",
+        "profile-new": "/limits/new-profile/",
         "profile-edit": f"/limits/profiles/{profile.name}/",
         "agents": "/agents/?open=support-bot",
         "signin-lockouts": "/sign-in/lockouts/",

@@ -4,8 +4,10 @@ an admin. Refused actions change nothing."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from urllib.parse import quote
 
 import pytest
+from django.test import Client
 
 from agents.models import ApiToken, Event, LimitProfile, Task
 from ledger.models import Operation
@@ -39,8 +41,8 @@ ROUTES = [
     ("get", lambda w: f"/tasks/{w.task.pk}/limits/", ADMIN, None),
     ("post", lambda w: f"/tasks/{w.task.pk}/limits/", ADMIN, lambda w: {"max_model_calls": "99"}),
     ("get", lambda w: "/limits/", ADMIN, None),
-    ("get", lambda w: "/limits/profiles/new/", ADMIN, None),
-    ("post", lambda w: "/limits/profiles/new/", ADMIN, lambda w: {"name": "new-one"}),
+    ("get", lambda w: "/limits/new-profile/", ADMIN, None),
+    ("post", lambda w: "/limits/new-profile/", ADMIN, lambda w: {"name": "new-one"}),
     ("get", lambda w: f"/limits/profiles/{w.profile.name}/", ADMIN, None),
     ("post", lambda w: f"/limits/profiles/{w.profile.name}/", ADMIN,
      lambda w: {"max_model_calls": "9"}),
@@ -182,3 +184,26 @@ def test_a_refusal_is_logged_in_one_line_without_a_traceback(as_operator, world,
     assert b"Not allowed" in response.content
     refusals = [r for r in caplog.records if r.name == "django.request"]
     assert refusals and all(r.exc_info is None for r in refusals)
+
+
+def test_a_post_after_the_session_expired_comes_back_to_the_page_not_the_action(
+    anonymous, people, looping_task
+):
+    """A plain form posted after the session expired: sign-in must send the person back to
+    the page the form was on (an action's URL answers only POST: 405 after sign-in)."""
+    page = f"/tasks/{looping_task.pk}/"
+    response = anonymous.post(
+        f"{page}stop/", {"reason": "looping"}, HTTP_REFERER=f"http://testserver{page}?trace=1"
+    )
+    assert response.status_code == 302
+    target = response["Location"]
+    assert target == f"/login/?next={quote(page + '?trace=1', safe='/')}"
+    signed_in = anonymous.post(target, {"username": "olivia", "password": "pw"}, follow=True)
+    assert signed_in.status_code == 200
+    assert signed_in.redirect_chain[-1][0] == f"{page}?trace=1"
+    looping_task.refresh_from_db()
+    assert looping_task.state == "RUNNING"  # nothing was done on the way
+    # no page to go back to (no referrer, or another site's): the dashboard
+    for extra in ({}, {"HTTP_REFERER": "https://elsewhere.example/tasks/"}):
+        response = Client().post(f"{page}stop/", {"reason": "looping"}, **extra)
+        assert response["Location"] == "/login/?next=/"

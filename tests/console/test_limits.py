@@ -109,7 +109,7 @@ def test_the_profiles_page_lists_profiles_and_who_changed_what(as_admin, db):
 
 
 def test_an_admin_creates_a_profile(as_admin, db):
-    response = as_admin.post("/limits/profiles/new/", {
+    response = as_admin.post("/limits/new-profile/", {
         "name": "nightly", "description": "batch jobs", **_profile_fields(max_model_calls="30"),
     })  # fmt: skip
     assert response.status_code == 303
@@ -123,13 +123,13 @@ def test_an_admin_creates_a_profile(as_admin, db):
 
 
 def test_the_new_profile_form_starts_from_the_defaults(as_admin, db):
-    page = as_admin.get("/limits/profiles/new/").content.decode()
+    page = as_admin.get("/limits/new-profile/").content.decode()
     assert 'name="max_model_calls" value="20"' in page
     assert 'name="max_cost" value="5.00"' in page
 
 
 def test_a_bad_profile_shows_every_error_and_creates_nothing(as_admin, db):
-    response = as_admin.post("/limits/profiles/new/", {
+    response = as_admin.post("/limits/new-profile/", {
         "name": "Has Spaces", **_profile_fields(max_same_call="0", max_cycle_period="1"),
     })  # fmt: skip
     assert response.status_code == 422
@@ -142,7 +142,7 @@ def test_a_bad_profile_shows_every_error_and_creates_nothing(as_admin, db):
 
 
 def test_a_duplicate_name_is_refused(as_admin, db):
-    response = as_admin.post("/limits/profiles/new/", {"name": "default", **_profile_fields()})
+    response = as_admin.post("/limits/new-profile/", {"name": "default", **_profile_fields()})
     assert response.status_code == 422
     assert "A profile with this name already exists." in response.content.decode()
 
@@ -234,3 +234,21 @@ def test_a_profile_form_opened_before_another_admins_save_changes_only_what_it_e
     assert response.status_code == 303
     profile = LimitProfile.objects.get(name="default")
     assert (profile.description, profile.max_stagnant) == ("nightly", 5)
+
+
+def test_a_profile_named_new_is_edited_from_its_link(as_admin, db):
+    """A profile may be called "new" (a slug): its edit link must open that profile, not the
+    form that creates one, and a save must change it."""
+    LimitProfile.objects.create(name="new")
+    limits = as_admin.get("/limits/").content.decode()
+    assert 'href="/limits/profiles/new/">Edit new</a>' in limits
+    edit = as_admin.get("/limits/profiles/new/").content.decode()
+    assert "<h1>Profile new</h1>" in edit
+    response = as_admin.post(
+        "/limits/profiles/new/", {"description": "renamed?", **_profile_fields(max_stagnant="7")}
+    )
+    assert response.status_code == 303
+    assert LimitProfile.objects.get(name="new").max_stagnant == 7
+    # the page that creates a profile is still one click away
+    new_link = limits.split('class="button primary" href="', 1)[1].split('"', 1)[0]
+    assert "New limit profile" in as_admin.get(new_link).content.decode()

@@ -20,7 +20,7 @@ def description_maxlength(page: str) -> int:
 
 
 def test_the_new_profile_form_limits_the_description_as_the_model_does(as_admin):
-    page = as_admin.get("/limits/profiles/new/").content.decode()
+    page = as_admin.get("/limits/new-profile/").content.decode()
     assert description_maxlength(page) == DESCRIPTION_MAX
 
 
@@ -31,7 +31,7 @@ def test_the_edit_profile_form_limits_the_description_as_the_model_does(as_admin
 
 
 def test_the_new_profile_form_limits_the_name_as_the_model_does(as_admin):
-    page = as_admin.get("/limits/profiles/new/").content.decode()
+    page = as_admin.get("/limits/new-profile/").content.decode()
     field = re.search(r"<input[^>]*\bname=\"name\"[^>]*>", page)
     assert field, "no name field on the page"
     limit = re.search(r'\bmaxlength="(\d+)"', field.group(0))

@@ -126,6 +126,33 @@ def test_a_result_that_is_not_valid_json_keeps_the_form_and_changes_nothing(
     assert not Reconciliation.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "text", ["NaN", '{"amount": Infinity}', '{"amount": -Infinity}', '{"amount": 1e999}']
+)
+@pytest.mark.parametrize("headers", [{}, HTMX], ids=["post", "htmx"])
+def test_a_result_with_a_number_json_cannot_hold_is_refused_next_to_the_field(
+    as_operator, lost_write, text, headers
+):
+    """Python's JSON reader takes NaN, Infinity and 1e999 (an infinite float); no database's
+    JSON holds them, and the API refuses them. The form says so, as for any bad JSON."""
+    op = lost_write.operation
+    events = Event.objects.count()
+
+    response = as_operator.post(
+        f"/reconcile/{op.pk}/",
+        form(op, verdict="COMMITTED", result=text, note="seen in the PSP"),
+        **headers,
+    )
+
+    assert response.status_code == 422
+    body = response.content.decode()
+    assert f'id="id_op{op.pk}-result_error">The result is not valid JSON' in body
+    op.refresh_from_db()
+    assert (op.state, op.result) == (terms.UNKNOWN, None)
+    assert Event.objects.count() == events
+    assert not Reconciliation.objects.exists()
+
+
 def test_a_result_missing_a_brace_is_never_answered_to_the_agent_as_text(
     as_operator, lost_write, agent
 ):

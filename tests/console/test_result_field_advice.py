@@ -107,3 +107,35 @@ def test_a_plain_post_redirects_back_to_the_report(as_admin, db):
     )
     assert response.status_code == 303 and response["Location"] == "/reports/daily/?days=14"
     assert Event.objects.filter(kind="tool_policy_changed").count() == 1
+
+
+@pytest.mark.parametrize(
+    "tool, keys",
+    [("\x00", ["replica"]), ("search", ["replica", "a\x00b"]), ("t" * 201, ["replica"])],
+    ids=["nul-in-tool", "nul-in-key", "tool-too-long"],
+)
+@pytest.mark.parametrize("headers", [{}, HTMX], ids=["post", "htmx"])
+def test_a_tool_or_key_the_database_cannot_hold_is_refused_and_changes_nothing(
+    as_admin, db, tool, keys, headers
+):
+    """The form posts back what the advice showed; a post that was not made by it gets the
+    service's refusal (422, the reason in words), never a 500 from the database."""
+    response = as_admin.post(
+        "/reports/result-fields/apply/", {"tool": tool, "keys": keys, "days": 14}, **headers
+    )
+    assert response.status_code == 422
+    assert b"tool" in response.content or b"field" in response.content
+    assert not ToolPolicy.objects.exists()
+    assert not Event.objects.filter(kind="tool_policy_changed").exists()
+
+
+@pytest.mark.parametrize("days", ["²", "¹⁴", "x", "", "99999999999999999999999999", "-14"])
+def test_a_days_value_that_is_no_number_of_days_falls_back_to_the_default(as_admin, db, days):
+    """`days` only says which report to go back to: anything but one of the report's choices
+    is the default, never a 500 ("²" passes str.isdigit but int() refuses it)."""
+    response = as_admin.post(
+        "/reports/result-fields/apply/", {"tool": "search", "keys": ["replica"], "days": days}
+    )
+    assert response.status_code == 303
+    assert response["Location"] == "/reports/daily/?days=30"
+    assert ToolPolicy.objects.get(tool="search").ignore_result_fields == ["replica"]

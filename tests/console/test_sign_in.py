@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.test import Client
 
 
@@ -48,3 +49,33 @@ def test_htmx_and_the_stylesheet_are_served_locally_without_debug(anonymous, set
     assert b"htmx" in b"".join(script.streaming_content)
     assert anonymous.get("/static/css/console.css").status_code == 200
     assert anonymous.get("/static/../loopwarden/settings.py").status_code in (400, 404)
+
+
+@pytest.mark.parametrize("url", ["/login/", "/django-admin/login/"])
+def test_a_username_longer_than_any_user_has_is_a_field_error_not_a_500(people, url):
+    """Django's sign-in form shows the user model's max length but does not check it; the
+    failed sign-in was then recorded for the lockout with the whole name, which PostgreSQL
+    refused (a 500 to anyone signed out)."""
+    client = Client()
+    response = client.post(url, {"username": "u" * 5000, "password": "pw"})
+    assert response.status_code == 200
+    assert b"Ensure this value has at most 150 characters (it has 5000)." in response.content
+    assert client.get("/").status_code == 302
+    # a name of the longest length a user may have is still an ordinary failed sign-in
+    response = client.post(url, {"username": "u" * 150, "password": "pw"})
+    assert response.status_code == 200
+    assert b"correct username and password" in response.content
+
+
+@pytest.mark.parametrize("target", ["/login/", "/login/?next=/", "http://testserver/login/"])
+def test_a_next_that_names_the_sign_in_page_goes_to_the_dashboard(people, target):
+    """/login/?next=/login/ opened by someone signed in (an old link, a bookmark) answered 500
+    (Django's redirect-loop check); the dashboard is where it leads."""
+    client = Client()
+    client.force_login(people.operator)
+    response = client.get("/login/", {"next": target})
+    assert response.status_code == 302
+    assert response["Location"] == "/"
+    signed_out = Client()
+    response = signed_out.post("/login/", {"username": "olivia", "password": "pw", "next": target})
+    assert response.status_code == 302 and response["Location"] == "/"

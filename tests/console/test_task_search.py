@@ -157,6 +157,25 @@ def test_a_malformed_date_reaches_htmx_as_an_error_beside_the_form(as_operator, 
     assert "Enter a date as YYYY-MM-DD" in body
 
 
+@pytest.mark.parametrize("headers", [{}, HTMX], ids=["page", "htmx"])
+def test_the_first_and_last_days_a_date_box_takes_are_ordinary_ends(
+    as_operator, three_days, headers
+):
+    """0001-01-01 and 9999-12-31 are dates a date box sends: the range runs to the end of the
+    last day, which no datetime holds the day after."""
+    for query in (
+        {"created_to": "9999-12-31"},
+        {"created_from": "0001-01-01", "created_to": "9999-12-31"},
+        {"created_from": "2026-03-02", "created_to": "9999-12-31"},
+    ):
+        response = as_operator.get("/", query, **headers)
+        assert response.status_code == 200, query
+        page = rows(response.content.decode())
+        assert "on second-late" in page and "on third" in page, query
+    page = rows(as_operator.get("/", {"created_from": "9999-12-31"}, **headers).content.decode())
+    assert "Goal made on" not in page
+
+
 def test_a_range_that_ends_before_it_starts_is_an_error(as_operator, three_days):
     response = as_operator.get("/", {"created_from": "2026-03-03", "created_to": "2026-03-01"})
     assert response.status_code == 422

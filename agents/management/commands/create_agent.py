@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -18,6 +19,18 @@ class Command(BaseCommand):
         parser.add_argument("--daily-cap", default=None, help="daily cost cap, e.g. 10.00")
 
     def handle(self, *args, name, namespace, profile, daily_cap, **options):
+        # The name is a slug, as the model says: the console's agent URLs take nothing else
+        # (one agent named "bot.v2" made the agents page fail for everyone).
+        field = Agent._meta.get_field("name")
+        try:
+            if not name:
+                raise ValidationError("required")
+            field.run_validators(name)
+        except ValidationError:
+            raise CommandError(
+                f"agent name {name!r}: letters, numbers, hyphens or underscores "
+                f"(at most {field.max_length})"
+            ) from None
         cap = None
         if daily_cap is not None:
             try:
