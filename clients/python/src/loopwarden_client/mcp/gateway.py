@@ -8,7 +8,8 @@ the server decides, the gateway carries the answer to the MCP client.
   (MCP's default). A write's operation key derives from the arguments its entry names, else
   from all of them; an upstream idempotency-key argument is filled with that key.
 - EXECUTE calls the upstream and reports what it answered: a result (SUCCESS), an `isError`
-  result (a failure: RETRYABLE, and for a write the upstream's word that nothing committed),
+  result or a call never sent (a protocol refusal, an upstream that cannot be started: a
+  failure, RETRYABLE, and for a write the word that nothing committed),
   or nothing usable (timeout, crash, garbage: NO_RESULT, so a write becomes UNKNOWN and is
   never sent again). REUSE answers the stored result, BLOCK the guard's nudge, a WAIT past
   its bound a retry hint, STOP the report's reason and code, all as `isError` results except

@@ -5,7 +5,8 @@ must be left by the task that entered it), so a call from any request handler ca
 dead upstream can be replaced: after its process died every call on the old client fails, so
 the next call starts it again with a new client. Nothing here decides anything: a call either
 answers (`CallToolResult`), or raises `UpstreamLost` (it may or may not have acted) or
-`UpstreamRefused` (it answered a protocol error: nothing ran).
+`UpstreamRefused` (it answered a protocol error, or could not be started to take the call:
+nothing ran).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class UpstreamLost(Exception):
 
 
 class UpstreamRefused(Exception):
-    """The upstream refused the call with a protocol error (unknown tool, bad arguments)."""
+    """The call never ran: the upstream refused it with a protocol error (unknown tool, bad
+    arguments), or it could not be started to take it."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -132,7 +134,12 @@ class Upstream:
     async def call(
         self, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
     ) -> types.CallToolResult:
-        client = await self.client()
+        try:
+            client = await self.client()
+        except UpstreamLost as down:
+            # Nothing was sent: a write must not become UNKNOWN for it, only fail.
+            raise UpstreamRefused(f"{self.name} is not running, so {tool} was not sent: "
+                                  f"{self.error}") from down  # fmt: skip
         try:
             with anyio.fail_after(self.timeout + 1):  # the client's own timeout comes first
                 return await client.call_tool(

@@ -1,0 +1,94 @@
+"""Edges of the gateway over real stdio subprocesses: an upstream that is down when a call
+needs it, several upstreams whose tool names clash or hold the separator, answers that are not
+text."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp_helpers import (  # noqa: E402
+    HERE,
+    counting_server,
+    decision,
+    executions,
+    stdio_gateway,
+    task_of,
+    text,
+    write_config,
+)
+
+pytestmark = pytest.mark.anyio
+EDGE = HERE / "mcp_fixtures" / "edge_server.py"
+
+
+def edge_server(counter_dir: Path, **extra: Any) -> dict[str, Any]:
+    """The edge fixture's `mcpServers` entry; it refuses to start while `counter_dir/down` is."""
+    return {
+        "command": sys.executable,
+        "args": [str(EDGE)],
+        "env": {"COUNTER_DIR": str(counter_dir)},
+        **extra,
+    }
+
+
+async def test_a_write_to_an_upstream_that_is_down_is_not_sent_and_may_run_later(
+    tmp_path, live, lw, operator, counters, unique
+):
+    tools = {"snapshot": {"key": ["item"]}}
+    config = write_config(tmp_path / "gw.json", live, {"edge": edge_server(counters, tools=tools)})
+    lost = lw.create_task(f"the upstream exits {unique}")
+    async with stdio_gateway(config, live.agent_token) as client:
+        await client.list_tools()  # started, its tools listed
+        (counters / "down").write_text("")  # from now on it cannot start again
+        exited = await client.call_tool(
+            "quit_now", {"reason": unique}, meta={"loopwarden/task": lost["id"]}
+        )
+        down = await client.call_tool("snapshot", {"item": unique})
+        task_id = task_of(down)
+        assert lw.get_task(task_id)["state"] == "RUNNING"  # a failure within the retry budget
+        (counters / "down").unlink()
+        up = await client.call_tool("snapshot", {"item": unique})
+    assert decision(exited) == "STOP"  # lost mid-call: the read may have acted
+    assert (decision(down), down.is_error, task_of(down)) == ("EXECUTE", True, task_id)
+    assert "edge" in text(down) and "not sent" in text(down)
+    [op] = [o for o in operator.list_operations() if unique in o["key"]]
+    assert op["state"] == "COMMITTED"  # never UNKNOWN: the first call never left the gateway
+    assert (decision(up), up.is_error) == ("EXECUTE", False)
+    assert executions(counters, "snapshot") == [{"item": unique}]
+
+
+async def test_tools_of_several_upstreams_go_where_they_came_from(tmp_path, live, unique):
+    edge, counting = tmp_path / "edge", tmp_path / "counting"
+    edge.mkdir()
+    counting.mkdir()
+    servers = {"edge": edge_server(edge), "count": counting_server(counting)}
+    config = write_config(tmp_path / "gw.json", live, servers)
+    async with stdio_gateway(config, live.agent_token) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        separated = await client.call_tool("edge__get__thing", {"thing": unique})
+        edge_lookup = await client.call_tool("edge__lookup", {"query": unique})
+        count_lookup = await client.call_tool("count__lookup", {"query": unique})
+    assert {"edge__get__thing", "edge__lookup", "count__lookup"} <= names
+    assert (decision(separated), separated.structured_content) == ("EXECUTE", {"thing": unique})
+    assert edge_lookup.structured_content["answer"] == f"edge's answer to {unique}"
+    assert count_lookup.structured_content["answer"] == f"the answer to {unique}"
+    assert executions(edge, "get__thing") == [{"thing": unique}]
+    assert executions(edge, "lookup") == executions(counting, "lookup") == [{"query": unique}]
+
+
+async def test_a_reused_answer_gives_back_images_and_resources(tmp_path, live, counters, unique):
+    config = write_config(tmp_path / "gw.json", live, {"edge": edge_server(counters)})
+    async with stdio_gateway(config, live.agent_token) as client:
+        first = await client.call_tool("snapshot", {"item": unique})
+    async with stdio_gateway(config, live.agent_token) as client:
+        again = await client.call_tool("snapshot", {"item": unique})
+    assert [decision(first), decision(again)] == ["EXECUTE", "REUSE"]
+    assert [block.type for block in again.content] == ["image", "resource"]
+    assert again.content == first.content and not again.is_error
+    assert len(executions(counters, "snapshot")) == 1
