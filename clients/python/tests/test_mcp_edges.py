@@ -1,10 +1,11 @@
 """Edges of the gateway over real stdio subprocesses: an upstream that is down when a call
-needs it, several upstreams whose tool names clash or hold the separator, answers that are not
-text."""
+needs it or hangs at its start, several upstreams whose tool names clash or hold the
+separator, answers that are not text."""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,25 @@ async def test_a_reused_answer_gives_back_images_and_resources(tmp_path, live, c
     assert [block.type for block in again.content] == ["image", "resource"]
     assert again.content == first.content and not again.is_error
     assert len(executions(counters, "snapshot")) == 1
+
+
+async def test_an_upstream_that_hangs_at_start_never_holds_up_the_others(
+    tmp_path, live, counters, unique
+):
+    # `sleep` never answers the handshake: a server stuck at its start. A client gives up on
+    # a request after a while (60 s in the TypeScript SDK most desktop clients use).
+    servers = {"stuck": {"command": "sleep", "args": ["600"]}, "count": counting_server(counters)}
+    config = write_config(tmp_path / "gw.json", live, servers)
+    started = time.monotonic()
+    async with stdio_gateway(config, live.agent_token) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        first_listing = time.monotonic() - started
+        answer = await client.call_tool("count__lookup", {"query": unique})
+        started = time.monotonic()
+        again = {tool.name for tool in (await client.list_tools()).tools}
+        next_listing = time.monotonic() - started
+    assert "count__lookup" in names and not any(n.startswith("stuck") for n in names)
+    assert again == names
+    assert (decision(answer), answer.is_error) == ("EXECUTE", False)
+    assert first_listing < 40, f"the first listing took {first_listing:.0f} s"
+    assert next_listing < 15, f"a later listing took {next_listing:.0f} s"

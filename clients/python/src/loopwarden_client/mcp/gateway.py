@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -67,6 +66,12 @@ SDK_META_PREFIX = "io.modelcontextprotocol/"
 IDEMPOTENCY_ARGUMENTS = ("idempotency_key", "idempotencyKey", "idempotency-key")
 SEPARATOR = "__"  # between a server's name and its tool's, when several servers are fronted
 MAX_KEY = 300  # the runner API's longest operation key
+# How long upstreams still starting are waited for: by the gateway's own start (so the first
+# listing has them) and a call of a tool not yet listed; and by any other listing, which
+# answers without them after that (clients give up on a request after a while, 60 s in the
+# TypeScript SDK).
+START_WAIT = 20.0
+LIST_WAIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -168,9 +173,8 @@ class Gateway:
                     Upstream(upstream, tasks, self.config.call_timeout_seconds)
                     for upstream in self.config.upstreams
                 ]
-                async with anyio.create_task_group() as starting:
-                    for upstream in self.upstreams:
-                        starting.start_soon(self._start, upstream)
+                # The client's handshake is answered without the stragglers: listed once up.
+                await self.refresh_routes(START_WAIT)
                 try:
                     yield {}
                 finally:
@@ -182,13 +186,6 @@ class Gateway:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.api.aclose()
-
-    async def _start(self, upstream: Upstream) -> None:
-        try:
-            await upstream.client()
-        except UpstreamLost as lost:
-            # The gateway serves the others; this one is tried again at the next listing.
-            print(f"loopwarden-mcp: {lost}", file=sys.stderr)
 
     async def finish_sessions(self) -> None:
         """Finish the tasks the gateway created (PARTIAL/goal_unverified: nothing verified)."""
@@ -209,23 +206,23 @@ class Gateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        await self.refresh_routes()
+        await self.refresh_routes(LIST_WAIT)
         return types.ListToolsResult(
             tools=[
                 route.tool.model_copy(update={"name": name}) for name, route in self.routes.items()
             ]
         )
 
-    async def refresh_routes(self) -> None:
+    async def refresh_routes(self, wait: float) -> None:
+        """The routes of every upstream's tools; one that does not run is started again and
+        waited for `wait` seconds at most (all at once), else listed as it last was."""
         prefixed = len(self.upstreams) > 1
+        with anyio.move_on_after(wait):
+            for started in [upstream.starting() for upstream in self.upstreams]:
+                await started.wait()
         routes: dict[str, Route] = {}
         for upstream in self.upstreams:
-            try:
-                tools = await upstream.list_tools()
-            except UpstreamLost as lost:
-                log.warning("%s", lost)
-                tools = upstream.tools
-            for tool in tools:
+            for tool in upstream.tools:
                 name = f"{upstream.name}{SEPARATOR}{tool.name}" if prefixed else tool.name
                 routes[name] = Route(upstream, tool)
         self.routes = routes
@@ -237,7 +234,7 @@ class Gateway:
     ) -> types.CallToolResult:
         route = self.routes.get(params.name)
         if route is None:
-            await self.refresh_routes()
+            await self.refresh_routes(START_WAIT)
             route = self.routes.get(params.name)
         if route is None:
             return _error(f"Unknown tool {params.name!r}: see tools/list.", None, None)

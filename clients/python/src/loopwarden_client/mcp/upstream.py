@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from typing import Any
 
 import anyio
@@ -52,7 +53,7 @@ def _describe(exc: BaseException) -> str:
 
 
 class Upstream:
-    """One fronted server. `connect()` (re)starts it; `call()` and `list_tools()` use it."""
+    """One fronted server. `starting()` (re)starts it; `call()` uses it."""
 
     def __init__(self, config: UpstreamConfig, task_group: anyio.abc.TaskGroup, timeout: float):
         self.config = config
@@ -65,6 +66,8 @@ class Upstream:
         self._lock = anyio.Lock()
         self.tools: list[types.Tool] = []
         self.error: str | None = None  # why the last start failed
+        self._start_ended: anyio.Event | None = None
+        self._failed_before = False
 
     def _target(self) -> Any:
         config = self.config
@@ -96,21 +99,53 @@ class Upstream:
         finally:
             closed.set()
 
-    async def client(self) -> Client:
-        """The live client, started (again) if there is none."""
-        async with self._lock:
-            if self._client is None:
+    def starting(self) -> anyio.Event:
+        """Start the upstream unless it runs or is starting; the event is set once that start
+        ended (running, or `error` says why not). The start is a task of the gateway's own, so
+        whoever stops waiting for it (a listing that answers without it) never cuts it short,
+        and one upstream stuck in its handshake holds up nothing but the calls made to it."""
+        if self._client is not None or (self._start_ended and not self._start_ended.is_set()):
+            return self._start_ended or _set(anyio.Event())
+        ended = self._start_ended = anyio.Event()
+        self._tasks.start_soon(self._start, ended)
+        return ended
+
+    async def _start(self, ended: anyio.Event) -> None:
+        bound = max(self.timeout, MIN_START_SECONDS)
+        try:
+            async with self._lock:
+                if self._client is not None:
+                    return
                 try:
-                    with anyio.fail_after(max(self.timeout, MIN_START_SECONDS)):
+                    with anyio.fail_after(bound):
                         self._client = await self._tasks.start(self._hold)
                         listing = await self._client.list_tools(cache_mode="refresh")
                 except Exception as exc:  # noqa: BLE001 - reported as the upstream's error
                     await self._drop()
-                    self.error = _describe(exc)
-                    raise UpstreamLost(f"{self.name} did not start: {self.error}") from exc
+                    self.error = (
+                        f"no answer to the handshake within {_seconds(bound)}"
+                        if isinstance(exc, TimeoutError)
+                        else _describe(exc)
+                    )
+                    if self._failed_before:
+                        log.warning("%s did not start: %s", self.name, self.error)
+                    else:  # the first time on stderr whatever the log level
+                        print(f"loopwarden-mcp: {self.name} did not start: {self.error}",
+                              file=sys.stderr)  # fmt: skip
+                    self._failed_before = True
+                    return
                 self.tools = list(listing.tools)
                 self.error = None
-            return self._client
+        finally:
+            ended.set()
+
+    async def client(self) -> Client:
+        """The live client, started (again) if there is none; `UpstreamLost` if it cannot be."""
+        await self.starting().wait()
+        client = self._client
+        if client is None:
+            raise UpstreamLost(f"{self.name} did not start: {self.error or 'it stopped'}")
+        return client
 
     async def _drop(self) -> None:
         self._client = None
@@ -126,10 +161,6 @@ class Upstream:
         async with self._lock:
             if self._client is client:
                 await self._drop()
-
-    async def list_tools(self) -> list[types.Tool]:
-        await self.client()
-        return self.tools
 
     async def call(
         self, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
@@ -167,8 +198,14 @@ class Upstream:
             raise UpstreamLost(f"{self.name} failed during {tool}: {_describe(exc)}") from exc
 
     async def aclose(self) -> None:
-        async with self._lock:
-            await self._drop()
+        with anyio.move_on_after(5):  # a start still in its handshake is cancelled with the group
+            async with self._lock:
+                await self._drop()
+
+
+def _set(event: anyio.Event) -> anyio.Event:
+    event.set()
+    return event
 
 
 def _seconds(value: float) -> str:
