@@ -115,3 +115,23 @@ async def test_an_upstream_that_hangs_at_start_never_holds_up_the_others(
     assert (decision(answer), answer.is_error) == ("EXECUTE", False)
     assert first_listing < 40, f"the first listing took {first_listing:.0f} s"
     assert next_listing < 15, f"a later listing took {next_listing:.0f} s"
+
+
+async def test_a_write_whose_answer_is_too_large_to_store_still_commits(
+    tmp_path, live, operator, counters, unique
+):
+    # Past the server's body limit (LOOPWARDEN_MAX_BODY_BYTES, 2.5 MB by default).
+    tools = {"big_write": {"key": ["item"]}}
+    config = write_config(tmp_path / "gw.json", live, {"edge": edge_server(counters, tools=tools)})
+    args = {"item": unique, "size": 3_000_000}
+    async with stdio_gateway(config, live.agent_token) as client:
+        first = await client.call_tool("big_write", args)
+        again = await client.call_tool("big_write", args)
+    assert (decision(first), first.is_error, len(text(first))) == ("EXECUTE", False, 3_000_000)
+    [op] = [o for o in operator.list_operations() if unique in o["key"]]
+    assert op["state"] == "COMMITTED"  # the ledger knows, though it could not keep the answer
+    # Nothing stored to answer with: said in text, as an error since the tool has an output
+    # schema (a client refuses a success without its structured content).
+    assert (decision(again), again.is_error) == ("REUSE", True)
+    assert "already committed" in text(again)
+    assert len(executions(counters, "big_write")) == 1

@@ -293,7 +293,7 @@ class Gateway:
             # NO_RESULT on a read that did not stop the task (cannot happen today): say so.
             return _error(str(outcome.message.get("message")), EXECUTE, task.task_id)
         if decision == REUSE:
-            return _reused(outcome.message.get("data"), task.task_id)
+            return _reused(outcome.message.get("data"), task.task_id, route.tool)
         if decision in (BLOCK, WAIT, INVALID):
             return _error(json.dumps(outcome.message), decision, task.task_id)
         return _error(f"unexpected decision {decision!r}", decision, task.task_id)
@@ -382,9 +382,11 @@ def _error(
     )
 
 
-def _reused(stored: Any, task_id: str) -> types.CallToolResult:
+def _reused(stored: Any, task_id: str, tool: types.Tool) -> types.CallToolResult:
     """The stored answer of a committed write. One reconciled by an operator may hold any JSON
-    (or none): it is given as text then."""
+    (or none, as one whose answer was too large to store): it is given as text then, and as
+    an error for a tool with an output schema when it has no object to conform (a client
+    refuses a success without its structured content)."""
     if isinstance(stored, dict) and "content" in stored:
         try:
             result = types.CallToolResult.model_validate(stored)
@@ -392,13 +394,16 @@ def _reused(stored: Any, task_id: str) -> types.CallToolResult:
         except ValueError:
             pass
     text = (
-        "This call already committed (confirmed by an operator); no result was recorded."
+        "This call already committed; no result was recorded (an operator confirmed it, or "
+        "its answer was too large to keep)."
         if stored is None
         else json.dumps(stored)
     )
+    structured = stored if isinstance(stored, dict) else None
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
-        structured_content=stored if isinstance(stored, dict) else None,
+        structured_content=structured,
+        is_error=structured is None and tool.output_schema is not None,
         meta=_meta(REUSE, task_id),
     )
 
