@@ -1,6 +1,7 @@
 """Edges of the gateway over real stdio subprocesses: an upstream that is down when a call
 needs it or hangs at its start, several upstreams whose tool names clash or hold the
-separator, answers that are not text."""
+separator, answers that are not text or too large to store, a retry's idempotency key, a
+stop that holds across sessions for a task named in `_meta`."""
 
 from __future__ import annotations
 
@@ -135,3 +136,50 @@ async def test_a_write_whose_answer_is_too_large_to_store_still_commits(
     assert (decision(again), again.is_error) == ("REUSE", True)
     assert "already committed" in text(again)
     assert len(executions(counters, "big_write")) == 1
+
+
+async def test_a_write_retried_after_a_lost_answer_sends_the_same_idempotency_key(
+    tmp_path, live, lw, operator, counters, unique
+):
+    tools = {"slow_charge": {"key": ["invoice"]}}
+    servers = {"pay": edge_server(counters, tools=tools)}
+    config = write_config(tmp_path / "gw.json", live, servers, call_timeout_seconds=2)
+    async with stdio_gateway(config, live.agent_token) as client:
+        lost = await client.call_tool(
+            "slow_charge", {"invoice": unique, "idempotency_key": "model-1"}
+        )
+        [op] = [o for o in operator.list_operations() if unique in o["key"]]
+        assert op["state"] == "UNKNOWN"
+        # The operator checks with the provider: nothing was charged.
+        operator.reconcile(op["id"], verdict="NOT_COMMITTED", note="no charge at the provider")
+        operator.resume(task_of(lost), reason="the charge was reconciled")
+        retried = await client.call_tool(
+            "slow_charge", {"invoice": unique, "idempotency_key": "model-2"}
+        )
+    assert decision(lost) == "STOP" and "unknown_commit" in text(lost)
+    assert (decision(retried), retried.is_error) == ("EXECUTE", False)
+    keys = [call["idempotency_key"] for call in executions(counters, "slow_charge")]
+    assert keys == [op["key"], op["key"]]  # the provider sees one payment asked twice
+
+
+async def test_a_stop_holds_for_a_named_task_in_every_session(tmp_path, live, lw, counters, unique):
+    config = write_config(tmp_path / "gw.json", live, {"count": counting_server(counters)})
+    named = {"loopwarden/task": lw.create_task(f"named {unique}")["id"]}
+    async with stdio_gateway(config, live.agent_token) as client:
+        looped = [await client.call_tool("lookup", {"query": unique}, meta=named) for _ in range(4)]
+    async with stdio_gateway(config, live.agent_token) as client:
+        later = await client.call_tool("fetch_page", {"page": 2}, meta=named)
+        own = await client.call_tool("fetch_page", {"page": 2})
+    assert [decision(a) for a in looped] == ["EXECUTE", "EXECUTE", "BLOCK", "STOP"]
+    assert (decision(later), later.is_error, task_of(later)) == (
+        "STOP",
+        True,
+        named["loopwarden/task"],
+    )
+    assert (
+        text(later) == text(looped[3]) and later.meta["loopwarden/report"]["reason"] == "same_call"
+    )
+    assert (decision(own), task_of(own) != named["loopwarden/task"]) == ("EXECUTE", True)
+    assert executions(counters, "fetch_page") == [{"page": 2}]  # the session's own task only
+    for answer in (*looped, later, own):
+        assert live.agent_token not in answer.model_dump_json()

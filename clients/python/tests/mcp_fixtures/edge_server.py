@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,17 @@ def snapshot(item: str) -> types.CallToolResult:
             ),
         ]
     )
+
+
+@server.tool()
+def slow_charge(invoice: str, idempotency_key: str = "") -> dict[str, Any]:
+    """A payment (counted at its start) whose first ask takes 5 s, past a short call timeout;
+    the provider's idempotency key."""
+    count("slow_charge", invoice=invoice, idempotency_key=idempotency_key)
+    log = (Path(os.environ["COUNTER_DIR"]) / "calls.log").read_text().splitlines()
+    if sum(1 for line in log if line.startswith("slow_charge ")) == 1:
+        time.sleep(5)
+    return {"charged": invoice, "idempotency_key": idempotency_key}
 
 
 @server.tool()
