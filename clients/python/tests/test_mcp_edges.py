@@ -183,3 +183,16 @@ async def test_a_stop_holds_for_a_named_task_in_every_session(tmp_path, live, lw
     assert executions(counters, "fetch_page") == [{"page": 2}]  # the session's own task only
     for answer in (*looped, later, own):
         assert live.agent_token not in answer.model_dump_json()
+
+
+async def test_a_config_entry_naming_a_key_makes_a_write_whatever_the_annotations(
+    tmp_path, live, counters, unique
+):
+    # `lookup` says readOnlyHint; the admin knows better and names its operation key.
+    tools = {"lookup": {"key": ["query"]}}
+    config = write_config(tmp_path / "gw.json", live, {"c": counting_server(counters, tools=tools)})
+    async with stdio_gateway(config, live.agent_token) as client:
+        answers = [await client.call_tool("lookup", {"query": unique}) for _ in range(2)]
+    assert [decision(a) for a in answers] == ["EXECUTE", "REUSE"]
+    assert answers[1].structured_content == answers[0].structured_content
+    assert len(executions(counters, "lookup")) == 1
