@@ -5,6 +5,9 @@ stop that holds across sessions for a task named in `_meta`."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,10 +18,12 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp_helpers import (  # noqa: E402
+    GATEWAY,
     HERE,
     counting_server,
     decision,
     executions,
+    gateway_env,
     stdio_gateway,
     task_of,
     text,
@@ -196,3 +201,39 @@ async def test_a_config_entry_naming_a_key_makes_a_write_whatever_the_annotation
     assert [decision(a) for a in answers] == ["EXECUTE", "REUSE"]
     assert answers[1].structured_content == answers[0].structured_content
     assert len(executions(counters, "lookup")) == 1
+
+
+def test_a_config_entry_for_a_tool_the_upstream_lacks_is_named_on_stderr(tmp_path, live, counters):
+    # A misspelt entry would leave the real tool's key derived from all its arguments.
+    tools = {"charge_card": {"key": ["invoice"]}, "charge": {"key": ["invoice"]}}
+    servers = {"pay": counting_server(counters, tools=tools)}
+    config = write_config(tmp_path / "gw.json", live, servers)
+    process = subprocess.Popen(
+        [GATEWAY, "--config", str(config)], env={**os.environ, **gateway_env(live.agent_token)},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+             "clientInfo": {"name": "desktop", "version": "1"}}  # fmt: skip
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    stdin = "".join(json.dumps(message) + "\n" for message in messages).encode()
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(stdin)
+        process.stdin.flush()
+        answers = [json.loads(process.stdout.readline()) for _ in range(2)]
+        process.stdin.close()  # the client leaves: the gateway ends
+        process.wait(timeout=60)
+        assert process.stderr is not None
+        err = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    names = {tool["name"] for tool in answers[1]["result"]["tools"]}
+    assert "charge" in names and "charge_card" not in names
+    lines = [line for line in err.decode().splitlines() if "charge_card" in line]
+    assert len(lines) == 1, err
+    assert "mcpServers.pay.tools.charge_card" in lines[0] and "charge" in lines[0]

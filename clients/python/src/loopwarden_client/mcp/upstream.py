@@ -68,6 +68,7 @@ class Upstream:
         self.error: str | None = None  # why the last start failed
         self._start_ended: anyio.Event | None = None
         self._failed_before = False
+        self._checked = False  # the config's tool entries, against its first listing
 
     def _target(self) -> Any:
         config = self.config
@@ -136,8 +137,20 @@ class Upstream:
                     return
                 self.tools = list(listing.tools)
                 self.error = None
+                if not self._checked:
+                    self._checked = True
+                    self._name_unknown_entries()
         finally:
             ended.set()
+
+    def _name_unknown_entries(self) -> None:
+        """A config entry for a tool this server does not list guards nothing (a misspelt
+        write's key would derive from all its arguments): said once, on stderr."""
+        listed = sorted(tool.name for tool in self.tools)
+        for tool in sorted(set(self.config.tools) - set(listed)):
+            print(f"loopwarden-mcp: mcpServers.{self.name}.tools.{tool}: {self.name} has no tool "
+                  f"{tool!r}, so this entry applies to nothing; its tools: {', '.join(listed)}",
+                  file=sys.stderr)  # fmt: skip
 
     async def client(self) -> Client:
         """The live client, started (again) if there is none; `UpstreamLost` if it cannot be."""
