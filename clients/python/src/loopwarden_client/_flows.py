@@ -13,6 +13,7 @@ import contextlib
 import inspect as _inspect
 import sys
 import time
+import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from loopwarden_client._core import (
 )
 from loopwarden_client._retry import DEFAULT_RETRY, RetryPolicy
 from loopwarden_client.errors import LoopwardenError, TaskStopped
+from loopwarden_client.novelty import result_hash
 from loopwarden_client.types import (
     BLOCK,
     COMPLETED,
@@ -283,15 +285,8 @@ def tool_flow(
         failure = exc
         report = ToolReport(kind=NO_RESULT, error=describe(exc))
     duration_ms = int((time.monotonic() - started) * 1000)
-    result = REQUESTS.report_result(
-        task_id,
-        int(answer["tool_call"]),
-        report.kind,
-        duration_ms=duration_ms,
-        **report.result_fields(),
-    )
     try:
-        reply = yield result
+        reply = yield from _reported(task_id, int(answer["tool_call"]), report, duration_ms)
     except TaskStopped as stop:
         if stop.state == COMPLETED and failure is None:
             # The verifier's evidence finished the task: the run succeeded.
@@ -302,6 +297,31 @@ def tool_flow(
     if reply.get("wait_ms"):
         yield Sleep(reply["wait_ms"] / 1000)
     return ToolOutcome(report.tool_message(), EXECUTE, executed=True)
+
+
+def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int) -> Flow[Any]:
+    """Report what an execution produced. The tool ran, so its call must close (a committed
+    write must reach the ledger): a report the server cannot take whole, refused for its size
+    (413) or depth (BODY_TOO_DEEP), or with the connection dropped under it (a server that
+    refuses a body before reading it may reset the connection), is sent once more without its
+    data, the data's hash kept for the novelty rule. Both under one `request_id`: a first that
+    did arrive answers both."""
+    fields = {**report.result_fields(), "request_id": uuid.uuid4().hex}
+    try:
+        return (yield REQUESTS.report_result(
+            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+        ))  # fmt: skip
+    except (LoopwardenError, httpx.TransportError) as failed:
+        too_large = not isinstance(failed, LoopwardenError) or (
+            failed.status == 413 or failed.code == "BODY_TOO_DEEP"
+        )
+        if "data" not in fields or not too_large:
+            raise
+    fields["data_hash"] = report.data_hash or result_hash(report.data)
+    del fields["data"]
+    return (yield REQUESTS.report_result(
+        task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+    ))  # fmt: skip
 
 
 def usage_flow(call: ModelCall, error: BaseException | None) -> Flow[bool]:

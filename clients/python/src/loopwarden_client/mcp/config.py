@@ -42,9 +42,9 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class ToolRule:
-    """A tool's entry in the config: its effect (None: from its annotations), the arguments
-    its operation key derives from (None: all of them), and an argument to fill with the
-    ledger's key (an upstream idempotency key)."""
+    """A tool's entry in the config: its effect (None: from its annotations; an entry naming a
+    key is a write), the arguments its operation key derives from (None: all of them), and an
+    argument to fill with the ledger's key (an upstream idempotency key)."""
 
     effect: str | None = None
     key: tuple[str, ...] | None = None
@@ -193,6 +193,8 @@ def _tool_rule(rule: Any, here: str) -> ToolRule:
     key_argument = _text(rule, "key_argument", here)
     if effect == READ and (key or key_argument):
         raise ConfigError(f'{here}: a read has no operation key; drop "key"/"key_argument"')
+    if key or key_argument:
+        effect = WRITE  # only a write has a key: the entry says so, whatever the annotations
     return ToolRule(effect, tuple(key) if key else None, key_argument)
 
 

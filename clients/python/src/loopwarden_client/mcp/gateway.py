@@ -8,7 +8,8 @@ the server decides, the gateway carries the answer to the MCP client.
   (MCP's default). A write's operation key derives from the arguments its entry names, else
   from all of them; an upstream idempotency-key argument is filled with that key.
 - EXECUTE calls the upstream and reports what it answered: a result (SUCCESS), an `isError`
-  result (a failure: RETRYABLE, and for a write the upstream's word that nothing committed),
+  result or a call never sent (a protocol refusal, an upstream that cannot be started: a
+  failure, RETRYABLE, and for a write the word that nothing committed),
   or nothing usable (timeout, crash, garbage: NO_RESULT, so a write becomes UNKNOWN and is
   never sent again). REUSE answers the stored result, BLOCK the guard's nudge, a WAIT past
   its bound a retry hint, STOP the report's reason and code, all as `isError` results except
@@ -24,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -66,6 +66,12 @@ SDK_META_PREFIX = "io.modelcontextprotocol/"
 IDEMPOTENCY_ARGUMENTS = ("idempotency_key", "idempotencyKey", "idempotency-key")
 SEPARATOR = "__"  # between a server's name and its tool's, when several servers are fronted
 MAX_KEY = 300  # the runner API's longest operation key
+# How long upstreams still starting are waited for: by the gateway's own start (so the first
+# listing has them) and a call of a tool not yet listed; and by any other listing, which
+# answers without them after that (clients give up on a request after a while, 60 s in the
+# TypeScript SDK).
+START_WAIT = 20.0
+LIST_WAIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -167,9 +173,8 @@ class Gateway:
                     Upstream(upstream, tasks, self.config.call_timeout_seconds)
                     for upstream in self.config.upstreams
                 ]
-                async with anyio.create_task_group() as starting:
-                    for upstream in self.upstreams:
-                        starting.start_soon(self._start, upstream)
+                # The client's handshake is answered without the stragglers: listed once up.
+                await self.refresh_routes(START_WAIT)
                 try:
                     yield {}
                 finally:
@@ -181,13 +186,6 @@ class Gateway:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.api.aclose()
-
-    async def _start(self, upstream: Upstream) -> None:
-        try:
-            await upstream.client()
-        except UpstreamLost as lost:
-            # The gateway serves the others; this one is tried again at the next listing.
-            print(f"loopwarden-mcp: {lost}", file=sys.stderr)
 
     async def finish_sessions(self) -> None:
         """Finish the tasks the gateway created (PARTIAL/goal_unverified: nothing verified)."""
@@ -208,23 +206,23 @@ class Gateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        await self.refresh_routes()
+        await self.refresh_routes(LIST_WAIT)
         return types.ListToolsResult(
             tools=[
                 route.tool.model_copy(update={"name": name}) for name, route in self.routes.items()
             ]
         )
 
-    async def refresh_routes(self) -> None:
+    async def refresh_routes(self, wait: float) -> None:
+        """The routes of every upstream's tools; one that does not run is started again and
+        waited for `wait` seconds at most (all at once), else listed as it last was."""
         prefixed = len(self.upstreams) > 1
+        with anyio.move_on_after(wait):
+            for started in [upstream.starting() for upstream in self.upstreams]:
+                await started.wait()
         routes: dict[str, Route] = {}
         for upstream in self.upstreams:
-            try:
-                tools = await upstream.list_tools()
-            except UpstreamLost as lost:
-                log.warning("%s", lost)
-                tools = upstream.tools
-            for tool in tools:
+            for tool in upstream.tools:
                 name = f"{upstream.name}{SEPARATOR}{tool.name}" if prefixed else tool.name
                 routes[name] = Route(upstream, tool)
         self.routes = routes
@@ -236,7 +234,7 @@ class Gateway:
     ) -> types.CallToolResult:
         route = self.routes.get(params.name)
         if route is None:
-            await self.refresh_routes()
+            await self.refresh_routes(START_WAIT)
             route = self.routes.get(params.name)
         if route is None:
             return _error(f"Unknown tool {params.name!r}: see tools/list.", None, None)
@@ -295,7 +293,7 @@ class Gateway:
             # NO_RESULT on a read that did not stop the task (cannot happen today): say so.
             return _error(str(outcome.message.get("message")), EXECUTE, task.task_id)
         if decision == REUSE:
-            return _reused(outcome.message.get("data"), task.task_id)
+            return _reused(outcome.message.get("data"), task.task_id, route.tool)
         if decision in (BLOCK, WAIT, INVALID):
             return _error(json.dumps(outcome.message), decision, task.task_id)
         return _error(f"unexpected decision {decision!r}", decision, task.task_id)
@@ -384,9 +382,11 @@ def _error(
     )
 
 
-def _reused(stored: Any, task_id: str) -> types.CallToolResult:
+def _reused(stored: Any, task_id: str, tool: types.Tool) -> types.CallToolResult:
     """The stored answer of a committed write. One reconciled by an operator may hold any JSON
-    (or none): it is given as text then."""
+    (or none, as one whose answer was too large to store): it is given as text then, and as
+    an error for a tool with an output schema when it has no object to conform (a client
+    refuses a success without its structured content)."""
     if isinstance(stored, dict) and "content" in stored:
         try:
             result = types.CallToolResult.model_validate(stored)
@@ -394,13 +394,16 @@ def _reused(stored: Any, task_id: str) -> types.CallToolResult:
         except ValueError:
             pass
     text = (
-        "This call already committed (confirmed by an operator); no result was recorded."
+        "This call already committed; no result was recorded (an operator confirmed it, or "
+        "its answer was too large to keep)."
         if stored is None
         else json.dumps(stored)
     )
+    structured = stored if isinstance(stored, dict) else None
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
-        structured_content=stored if isinstance(stored, dict) else None,
+        structured_content=structured,
+        is_error=structured is None and tool.output_schema is not None,
         meta=_meta(REUSE, task_id),
     )
 

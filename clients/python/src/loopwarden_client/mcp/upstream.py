@@ -5,13 +5,15 @@ must be left by the task that entered it), so a call from any request handler ca
 dead upstream can be replaced: after its process died every call on the old client fails, so
 the next call starts it again with a new client. Nothing here decides anything: a call either
 answers (`CallToolResult`), or raises `UpstreamLost` (it may or may not have acted) or
-`UpstreamRefused` (it answered a protocol error: nothing ran).
+`UpstreamRefused` (it answered a protocol error, or could not be started to take the call:
+nothing ran).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import sys
 from typing import Any
 
 import anyio
@@ -40,7 +42,8 @@ class UpstreamLost(Exception):
 
 
 class UpstreamRefused(Exception):
-    """The upstream refused the call with a protocol error (unknown tool, bad arguments)."""
+    """The call never ran: the upstream refused it with a protocol error (unknown tool, bad
+    arguments), or it could not be started to take it."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -50,7 +53,7 @@ def _describe(exc: BaseException) -> str:
 
 
 class Upstream:
-    """One fronted server. `connect()` (re)starts it; `call()` and `list_tools()` use it."""
+    """One fronted server. `starting()` (re)starts it; `call()` uses it."""
 
     def __init__(self, config: UpstreamConfig, task_group: anyio.abc.TaskGroup, timeout: float):
         self.config = config
@@ -63,6 +66,9 @@ class Upstream:
         self._lock = anyio.Lock()
         self.tools: list[types.Tool] = []
         self.error: str | None = None  # why the last start failed
+        self._start_ended: anyio.Event | None = None
+        self._failed_before = False
+        self._checked = False  # the config's tool entries, against its first listing
 
     def _target(self) -> Any:
         config = self.config
@@ -94,21 +100,65 @@ class Upstream:
         finally:
             closed.set()
 
-    async def client(self) -> Client:
-        """The live client, started (again) if there is none."""
-        async with self._lock:
-            if self._client is None:
+    def starting(self) -> anyio.Event:
+        """Start the upstream unless it runs or is starting; the event is set once that start
+        ended (running, or `error` says why not). The start is a task of the gateway's own, so
+        whoever stops waiting for it (a listing that answers without it) never cuts it short,
+        and one upstream stuck in its handshake holds up nothing but the calls made to it."""
+        if self._client is not None or (self._start_ended and not self._start_ended.is_set()):
+            return self._start_ended or _set(anyio.Event())
+        ended = self._start_ended = anyio.Event()
+        self._tasks.start_soon(self._start, ended)
+        return ended
+
+    async def _start(self, ended: anyio.Event) -> None:
+        bound = max(self.timeout, MIN_START_SECONDS)
+        try:
+            async with self._lock:
+                if self._client is not None:
+                    return
                 try:
-                    with anyio.fail_after(max(self.timeout, MIN_START_SECONDS)):
+                    with anyio.fail_after(bound):
                         self._client = await self._tasks.start(self._hold)
                         listing = await self._client.list_tools(cache_mode="refresh")
                 except Exception as exc:  # noqa: BLE001 - reported as the upstream's error
                     await self._drop()
-                    self.error = _describe(exc)
-                    raise UpstreamLost(f"{self.name} did not start: {self.error}") from exc
+                    self.error = (
+                        f"no answer to the handshake within {_seconds(bound)}"
+                        if isinstance(exc, TimeoutError)
+                        else _describe(exc)
+                    )
+                    if self._failed_before:
+                        log.warning("%s did not start: %s", self.name, self.error)
+                    else:  # the first time on stderr whatever the log level
+                        print(f"loopwarden-mcp: {self.name} did not start: {self.error}",
+                              file=sys.stderr)  # fmt: skip
+                    self._failed_before = True
+                    return
                 self.tools = list(listing.tools)
                 self.error = None
-            return self._client
+                if not self._checked:
+                    self._checked = True
+                    self._name_unknown_entries()
+        finally:
+            ended.set()
+
+    def _name_unknown_entries(self) -> None:
+        """A config entry for a tool this server does not list guards nothing (a misspelt
+        write's key would derive from all its arguments): said once, on stderr."""
+        listed = sorted(tool.name for tool in self.tools)
+        for tool in sorted(set(self.config.tools) - set(listed)):
+            print(f"loopwarden-mcp: mcpServers.{self.name}.tools.{tool}: {self.name} has no tool "
+                  f"{tool!r}, so this entry applies to nothing; its tools: {', '.join(listed)}",
+                  file=sys.stderr)  # fmt: skip
+
+    async def client(self) -> Client:
+        """The live client, started (again) if there is none; `UpstreamLost` if it cannot be."""
+        await self.starting().wait()
+        client = self._client
+        if client is None:
+            raise UpstreamLost(f"{self.name} did not start: {self.error or 'it stopped'}")
+        return client
 
     async def _drop(self) -> None:
         self._client = None
@@ -125,14 +175,15 @@ class Upstream:
             if self._client is client:
                 await self._drop()
 
-    async def list_tools(self) -> list[types.Tool]:
-        await self.client()
-        return self.tools
-
     async def call(
         self, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
     ) -> types.CallToolResult:
-        client = await self.client()
+        try:
+            client = await self.client()
+        except UpstreamLost as down:
+            # Nothing was sent: a write must not become UNKNOWN for it, only fail.
+            raise UpstreamRefused(f"{self.name} is not running, so {tool} was not sent: "
+                                  f"{self.error}") from down  # fmt: skip
         try:
             with anyio.fail_after(self.timeout + 1):  # the client's own timeout comes first
                 return await client.call_tool(
@@ -160,8 +211,14 @@ class Upstream:
             raise UpstreamLost(f"{self.name} failed during {tool}: {_describe(exc)}") from exc
 
     async def aclose(self) -> None:
-        async with self._lock:
-            await self._drop()
+        with anyio.move_on_after(5):  # a start still in its handshake is cancelled with the group
+            async with self._lock:
+                await self._drop()
+
+
+def _set(event: anyio.Event) -> anyio.Event:
+    event.set()
+    return event
 
 
 def _seconds(value: float) -> str:

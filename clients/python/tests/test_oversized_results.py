@@ -1,0 +1,40 @@
+"""A write's result the server cannot take whole (nested past LOOPWARDEN_MAX_JSON_DEPTH, or
+past LOOPWARDEN_MAX_BODY_BYTES) still reaches the ledger: the client reports it again without
+its data, so the operation is COMMITTED, not left IN_FLIGHT to go UNKNOWN."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"inner": value}
+    return value
+
+
+@pytest.mark.parametrize("answer", [nested(100), "x" * 3_000_000], ids=["too_deep", "too_large"])
+def test_a_write_whose_result_cannot_be_stored_whole_still_commits(lw, operator, unique, answer):
+    task = lw.create_task(f"oversized {unique}")
+    session = lw.session(task["id"])
+    key = f"oversized-{unique}"
+    ran = []
+
+    def execute(args):
+        ran.append(args)
+        return answer
+
+    def committed(data):
+        return {"revision": 0, "done": False, "committed": True}
+
+    first = session.tool("export", {"ref": unique}, execute, effect="write",
+                         operation_key=key, inspect=committed)  # fmt: skip
+    again = session.tool("export", {"ref": unique}, execute, effect="write",
+                         operation_key=key, inspect=committed)  # fmt: skip
+    [op] = [o for o in operator.list_operations() if o["key"] == key]
+    assert first["success"] is True and len(ran) == 1
+    assert op["state"] == "COMMITTED"
+    assert again["reused"] is True and again["data"] is None  # nothing kept to give back
