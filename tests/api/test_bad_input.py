@@ -236,6 +236,28 @@ def test_it_refuses_a_body_that_is_not_json_media(agent_api, running):
     assert row_counts() == counts
 
 
+@pytest.mark.parametrize("charset", ["rot13", "zlib", "bz2", "hex", "base64"])
+def test_it_refuses_a_charset_that_is_no_text_encoding_and_changes_nothing(
+    agent_api, running, charset
+):
+    """Python knows these codecs, but they turn bytes into bytes, not text: the body is not JSON
+    text in any encoding. A 415 in the envelope, never a 500 from the decoder."""
+    before, counts = snapshot(agent_api, running["id"]), row_counts()
+
+    response = agent_api.client.generic(
+        "POST",
+        f"/api/v1/tasks/{running['id']}/model-calls",
+        b'{"est_prompt_tokens": 5}',
+        content_type=f"application/json; charset={charset}",
+        HTTP_AUTHORIZATION=f"Bearer {agent_api.token}",
+    )
+
+    assert response.status_code == 415, response.content[:300]
+    assert response.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+    assert snapshot(agent_api, running["id"]) == before
+    assert row_counts() == counts
+
+
 OPERATOR_CASES = [
     ("stop", {"reason": 1}),
     ("resume", {}),
