@@ -71,15 +71,18 @@ class Redactor:
         return DEFAULT.mask_text(value) if value else value
 
     def tool_calls(self, calls):
-        """A model call's requested tool calls, each masked by its own tool's policy."""
+        """A model call's requested tool calls, each masked by its own tool's policy; the name
+        is the agent's text too, masked as the console's timeline masks it."""
         if not isinstance(calls, list):
             return self.apply(calls)
-        return [
-            {**c, "args": self.apply(c.get("args"), str(c.get("name", "")))}
-            if isinstance(c, dict)
-            else self.apply(c)
-            for c in calls
-        ]
+        return [self._tool_call(c) if isinstance(c, dict) else self.apply(c) for c in calls]
+
+    def _tool_call(self, call: dict) -> dict:
+        name = call.get("name")
+        shown = {**call, "args": self.apply(call.get("args"), str(name or ""))}
+        if isinstance(name, str):
+            shown["name"] = self.text(name)
+        return shown
 
 
 class _Verbatim(Redactor):

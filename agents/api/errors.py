@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from django import db
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
-from django.http import UnreadablePostError
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, UnreadablePostError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
@@ -23,6 +23,7 @@ FRAMEWORK_CODES = {
     exceptions.PermissionDenied: "FORBIDDEN",
     exceptions.NotFound: "NOT_FOUND",
     exceptions.MethodNotAllowed: "METHOD_NOT_ALLOWED",
+    exceptions.NotAcceptable: "NOT_ACCEPTABLE",
     exceptions.Throttled: "THROTTLED",
 }
 
@@ -117,6 +118,13 @@ def exception_handler(exc, context):
                        fields),
             status=status.HTTP_400_BAD_REQUEST,
         )  # fmt: skip
+    # Django's own 404 and 403 (DRF's content negotiation raises Http404 for a `format` it
+    # does not render) as DRF's, which `drf_handler` answers: their code and message then
+    # come from the DRF exception, not from an Http404 without either.
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
     response = drf_handler(exc, context)
     if response is None:
         return None

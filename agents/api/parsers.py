@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
 
@@ -26,6 +26,18 @@ class BodyTooDeep(BadInput):
 
 class UnsupportedText(BadInput):
     code = "UNSUPPORTED_TEXT"
+
+
+def _is_text_encoding(encoding: str) -> bool:
+    """Whether `encoding` decodes bytes to text: `bytes.decode` refuses the other codecs with
+    a LookupError (for a non-empty input); a text codec's own error for this byte says yes."""
+    try:
+        b"a".decode(encoding)
+    except LookupError:
+        return False
+    except ValueError:  # UnicodeDecodeError and the like: a text codec that refuses the byte
+        pass
+    return True
 
 
 def _too_deep(path: str, limit: int) -> BodyTooDeep:
@@ -45,6 +57,10 @@ class GuardedJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         limit = settings.LOOPWARDEN_MAX_JSON_DEPTH
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        if not _is_text_encoding(encoding):
+            # `charset=rot13`, `zlib`, `base64`...: codecs Python knows (so Django keeps the
+            # charset) that turn bytes into bytes; no JSON text is sent in them.
+            raise UnsupportedMediaType(media_type)
         try:
             # DRF's JSONParser.parse, with the numbers checked too.
             data = json.load(

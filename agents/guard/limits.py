@@ -74,7 +74,10 @@ def _check_threshold(value: Any) -> tuple[float | None, str | None]:
         return None, None
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         return None, "Must be a number between 0 and 1, or null."
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer too large for a float: far outside 0..1 anyway
+        return None, "Must be a number between 0 and 1, or null."
     if math.isnan(number) or not 0 <= number <= 1:
         return None, "Must be a number between 0 and 1, or null."
     return number, None

@@ -109,6 +109,9 @@ def task_label_stop(*, task_id: uuid.UUID | str, label: str, user) -> Task:
     return task
 
 
+BAD_GRANT = "BAD_GRANT"  # the guard core's code for a grant it refuses
+
+
 def _parse_grant(grant: dict[str, Any] | None) -> dict[str, Any]:
     """The guard core's grant parser (`core.parse_grant`), its refusal as a 400 BAD_GRANT."""
     try:
@@ -173,7 +176,10 @@ def task_resume(
         try:
             core.resume(state, parsed, now)
         except terms.GuardError as exc:
-            raise Conflict(exc.message, code=exc.code, fields=exc.fields) from None
+            # A grant that would raise a limit past its largest value is bad input (400
+            # BAD_GRANT, as `_parse_grant` answers); the other refusals are the task's state.
+            refusal = BadInput if exc.code == BAD_GRANT else Conflict
+            raise refusal(exc.message, code=exc.code, fields=exc.fields) from None
         apply_state(task, state)
         task.ended_at = None
         task.save()

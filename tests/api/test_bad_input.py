@@ -192,6 +192,34 @@ def test_it_refuses_a_grant_too_large_to_store(agent_api, operator_api, running)
     assert snapshot(agent_api, running["id"]) == before
 
 
+INT_MAX = 2**31 - 1  # the largest grant of a count the envelope takes
+
+
+@pytest.mark.parametrize(
+    ("limits", "grant", "field"),
+    [({}, {"retries": INT_MAX}, "grant.retries"),
+     ({"max_model_calls": INT_MAX}, {"model_calls": 1}, "grant.model_calls"),
+     ({"deadline_seconds": INT_MAX}, {"seconds": 1, "tool_requests": 1}, "grant.seconds")],
+    ids=["retries", "model_calls", "seconds"],
+)  # fmt: skip
+def test_it_refuses_a_grant_that_would_raise_a_limit_past_its_largest_value(
+    agent_api, admin_api, running, limits, grant, field
+):
+    """Each amount fits the envelope, the limit it raises would not: a bad grant is a 400
+    BAD_GRANT naming the dimension (docs/API.md), not a 409 conflict, and changes nothing."""
+    if limits:
+        assert admin_api.patch(f"tasks/{running['id']}/limits", limits).status_code == 200
+    admin_api.post(f"tasks/{running['id']}/stop", {"reason": "halt"})
+    before = snapshot(agent_api, running["id"])
+
+    response = admin_api.post(f"tasks/{running['id']}/resume", {"reason": "x", "grant": grant})
+
+    error = assert_bad_request(response)
+    assert error["code"] == "BAD_GRANT"
+    assert set(error["fields"]) == {field}
+    assert snapshot(agent_api, running["id"]) == before
+
+
 def test_it_refuses_a_body_that_is_not_json_media(agent_api, running):
     before, counts = snapshot(agent_api, running["id"]), row_counts()
 
@@ -203,6 +231,28 @@ def test_it_refuses_a_body_that_is_not_json_media(agent_api, running):
     )
 
     assert response.status_code == 415
+    assert response.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+    assert snapshot(agent_api, running["id"]) == before
+    assert row_counts() == counts
+
+
+@pytest.mark.parametrize("charset", ["rot13", "zlib", "bz2", "hex", "base64"])
+def test_it_refuses_a_charset_that_is_no_text_encoding_and_changes_nothing(
+    agent_api, running, charset
+):
+    """Python knows these codecs, but they turn bytes into bytes, not text: the body is not JSON
+    text in any encoding. A 415 in the envelope, never a 500 from the decoder."""
+    before, counts = snapshot(agent_api, running["id"]), row_counts()
+
+    response = agent_api.client.generic(
+        "POST",
+        f"/api/v1/tasks/{running['id']}/model-calls",
+        b'{"est_prompt_tokens": 5}',
+        content_type=f"application/json; charset={charset}",
+        HTTP_AUTHORIZATION=f"Bearer {agent_api.token}",
+    )
+
+    assert response.status_code == 415, response.content[:300]
     assert response.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
     assert snapshot(agent_api, running["id"]) == before
     assert row_counts() == counts

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.utils import timezone
@@ -149,3 +150,34 @@ def test_an_empty_audit_filter_is_no_filter(agent_api, operator_api):
 
     assert response.status_code == 200, response.body
     assert "task_stopped" in [e["kind"] for e in response.body["events"]]
+
+
+def _cursor(link: str) -> str:
+    return parse_qs(urlsplit(link).query)["cursor"][0]
+
+
+def test_a_cursor_of_another_list_is_refused_and_another_agents_shows_only_yours(
+    agent_api, other_agent_api, operator_api
+):
+    mine = [new_task(agent_api)["id"] for _ in range(3)]
+    theirs = new_task(other_agent_api)["id"]
+    for _ in range(2):
+        request_tool(agent_api, mine[0], "search", {"q": _})
+    tasks_cursor = _cursor(agent_api.get("tasks?limit=1").body["next"])
+    trace_cursor = _cursor(agent_api.get(f"tasks/{mine[0]}/trace?limit=1").body["next"])
+    audit_cursor = _cursor(operator_api.get("audit?everyone=true&limit=1").body["next"])
+
+    for path, cursor in (
+        ("operations", tasks_cursor), ("audit", tasks_cursor),
+        (f"tasks/{mine[0]}/trace", tasks_cursor), ("tasks", trace_cursor),
+        ("operations", trace_cursor), ("audit", trace_cursor),
+        ("tasks", audit_cursor), (f"tasks/{mine[0]}/trace", audit_cursor),
+    ):  # fmt: skip
+        response = operator_api.get(f"{path}?cursor={cursor}")
+        assert response.status_code == 400, (path, cursor, response.body)
+        assert response.body["error"]["fields"] == {"cursor": "Not a cursor of this list."}
+
+    # Agent A's cursor handed to agent B: a place in B's own list, never A's rows.
+    pages = follow(other_agent_api, f"tasks?cursor={tasks_cursor}")
+    assert {t["id"] for page in pages for t in page["tasks"]} <= {theirs}
+    assert other_agent_api.get(f"tasks/{mine[0]}/trace?cursor={trace_cursor}").status_code == 404

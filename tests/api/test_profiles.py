@@ -65,6 +65,25 @@ def test_it_refuses_an_invalid_profile(admin_api):
     assert LimitProfile.objects.count() == before
 
 
+def test_it_refuses_a_threshold_no_float_holds_and_changes_nothing(admin_api):
+    """A JSON integer too large for a float (400 digits: JSON numbers have no bound) is a
+    400 naming the threshold, on creation and on change, never a 500."""
+    huge = "1" + "0" * 400
+    profiles = list(LimitProfile.objects.values())
+
+    created = admin_api._call(
+        "post", "profiles", raw=f'{{"name": "huge", "near_duplicate_threshold": {huge}}}'
+    )
+    changed = admin_api._call(
+        "patch", "profiles/default", raw=f'{{"near_duplicate_threshold": -{huge}}}'
+    )
+
+    for response in (created, changed):
+        assert response.status_code == 400, response.content[:300]
+        assert list(response.body["error"]["fields"]) == ["near_duplicate_threshold"]
+    assert list(LimitProfile.objects.values()) == profiles
+
+
 def test_it_refuses_a_duplicate_profile_name(admin_api):
     LimitProfile.objects.create(name="tight", max_model_calls=3)
 

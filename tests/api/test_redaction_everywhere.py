@@ -126,6 +126,32 @@ def test_notifications_mask_every_shape(agent_api, settings, mailoutbox, text, s
     assert_masked("the email", mailoutbox[0].subject + mailoutbox[0].body, secret)
 
 
+# A tool name is at most 200 characters.
+SHORT_SHAPES = [pytest.param(text, secret, id=shape) for shape, text, secret in SAMPLES
+                if len(text) <= 200]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "secret"), SHORT_SHAPES)
+def test_the_trace_masks_the_tool_names_of_a_models_plan(agent_api, operator_api, as_operator,
+                                                         text, secret):  # fmt: skip
+    """The tool calls a model asked for are the agent's text, their names too: the operator's
+    trace masks a name as the console's timeline does, and the agent reads it as it sent it."""
+    task = new_task(agent_api)
+    call = gate(agent_api, task["id"])
+    settle(agent_api, task["id"], call["model_call"],
+           tool_calls=[{"name": text, "args": {"page": 1}}])  # fmt: skip
+
+    trace = operator_api.get(f"tasks/{task['id']}/trace")
+    timeline = as_operator.get(reverse("task-timeline", args=[task["id"]]))
+
+    assert trace.status_code == 200, trace.body
+    assert_masked("the trace", json.dumps(trace.body, ensure_ascii=False), secret)
+    assert trace.body["calls"][0]["tool_calls"][0]["args"] == {"page": 1}
+    assert_masked("the timeline", timeline.content.decode(), secret)
+    own = agent_api.get(f"tasks/{task['id']}/trace").body
+    assert own["calls"][0]["tool_calls"][0]["name"] == text
+
+
 def test_the_agent_reads_its_own_data_as_it_sent_it(agent_api):
     shape, text, secret = SAMPLES[0]
     task = written_everywhere(agent_api, text)

@@ -227,3 +227,50 @@ def test_a_reuse_answer_is_repeated_with_its_stored_result(agent_api, task_id):
 
     assert first["decision"] == "REUSE" and first["result"] == {"id": "m-\u0000"}
     assert again == first and after == before
+
+
+def test_repeats_across_a_stop_a_verdict_and_a_resume_answer_the_first_answers(
+    agent_api, operator_api, task_id
+):
+    """Answers lost in phase 1 and sent again after an operator reconciled the lost write and
+    resumed the task: each repeat answers what phase 1 answered and counts nothing; the late
+    repeat of the write's NO_RESULT leaves the COMMITTED verdict alone, so the key is REUSEd."""
+    allowed = gate(agent_api, task_id, request_id="g1")
+    settled = settle(agent_api, task_id, allowed["model_call"], request_id="u1")
+    read = request_tool(agent_api, task_id, "search", {"q": 1}, request_id="t1")
+    read_result = report(agent_api, task_id, read["tool_call"], request_id="r1")
+    write = request_tool(agent_api, task_id, "send_email", NOTICE, "write",
+                         operation_key=NOTICE_KEY, request_id="t2")  # fmt: skip
+    lost = report(agent_api, task_id, write["tool_call"], "NO_RESULT", request_id="r2")
+    assert lost["decision"] == "STOP", lost
+    operation = Operation.objects.get(operation_key=NOTICE_KEY)
+    verdict = {"verdict": "COMMITTED", "note": "the provider shows it", "result": {"id": 7}}
+    assert operator_api.post(f"operations/{operation.pk}/reconcile", verdict).status_code == 200
+    assert operator_api.post(f"tasks/{task_id}/resume", {"reason": "sent"}).status_code == 200
+    before = counted(task_id)
+
+    assert gate(agent_api, task_id, request_id="g1") == allowed
+    assert settle(agent_api, task_id, allowed["model_call"], request_id="u1") == settled
+    assert request_tool(agent_api, task_id, "search", {"q": 1}, request_id="t1") == read
+    assert report(agent_api, task_id, read["tool_call"], request_id="r1") == read_result
+    assert report(agent_api, task_id, write["tool_call"], "NO_RESULT", request_id="r2") == lost
+
+    assert counted(task_id) == before
+    assert get_task(agent_api, task_id)["state"] == "RUNNING"
+    assert request_tool(agent_api, task_id, "send_email", NOTICE, "write",
+                        operation_key=NOTICE_KEY)["result"] == {"id": 7}  # fmt: skip
+
+
+def test_a_repeated_finish_after_a_resume_answers_the_first_and_ends_nothing(
+    agent_api, operator_api, task_id
+):
+    first = agent_api.post(f"tasks/{task_id}/finish", {"answer": "done", "request_id": "f1"})
+    assert first.body["state"] == "PARTIAL", first.body
+    assert operator_api.post(f"tasks/{task_id}/resume", {"reason": "not done"}).status_code == 200
+    before = counted(task_id)
+
+    again = agent_api.post(f"tasks/{task_id}/finish", {"answer": "done", "request_id": "f1"})
+
+    assert again.status_code == 200 and again.body == first.body
+    assert counted(task_id) == before
+    assert get_task(agent_api, task_id)["state"] == "RUNNING"

@@ -203,3 +203,27 @@ def test_a_resume_granting_the_seconds_needed_and_more_runs_again(agent_api, ope
 
     assert response.status_code == 200, response.body
     assert gate(agent_api, task["id"])["decision"] == "ALLOW"
+
+
+@pytest.mark.parametrize(
+    ("dimension", "amount", "limit"),
+    [("model_calls", 1, "max_model_calls"), ("tool_requests", 1, "max_tool_requests"),
+     ("tool_executions", 1, "max_tool_executions"), ("retries", 1, "max_retries"),
+     ("polls", 1, "max_polls"), ("tokens", 1, "max_tokens"), ("cost", "0.25", "max_cost"),
+     ("seconds", 1, "deadline_seconds")],
+)  # fmt: skip
+def test_each_grant_raises_its_own_limit_and_no_other(agent_api, operator_api, dimension,
+                                                      amount, limit):  # fmt: skip
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "search", {"q": "x"})
+    agent_api.post(f"tasks/{task['id']}/stop", {"reason": "pause"})
+    before = get_task(agent_api, task["id"])
+
+    body = resume(operator_api, task["id"], **{dimension: amount}).body
+
+    raised = {k: v for k, v in body["limits"].items() if v != before["limits"][k]}
+    assert list(raised) == [limit]
+    assert Decimal(str(raised[limit])) == Decimal(str(before["limits"][limit])) + Decimal(
+        str(amount)
+    )
+    assert body["usage"] == before["usage"]

@@ -62,6 +62,11 @@ def test_it_moves_the_deadline_with_deadline_seconds(agent_api, admin_api):
         {"near_duplicate_threshold": 2},
         {"max_tasks": 5},
         {"max_model_calls": 5, "reason": 7},
+        {"max_model_calls": -1},
+        {"max_model_calls": 5.0},
+        {"max_cost": None},
+        {"deadline_seconds": 2**31},
+        {"max_tasks_per_trigger": 3},
     ],
     ids=[
         "nothing",
@@ -73,6 +78,11 @@ def test_it_moves_the_deadline_with_deadline_seconds(agent_api, admin_api):
         "threshold above 1",
         "unknown limit",
         "reason not text",
+        "negative",
+        "float for int",
+        "null money",
+        "past its column",
+        "profile-only limit",
     ],
 )
 def test_it_refuses_invalid_limits_and_changes_nothing(agent_api, admin_api, body):
@@ -86,3 +96,16 @@ def test_it_refuses_invalid_limits_and_changes_nothing(agent_api, admin_api, bod
     assert response.body["error"]["fields"]
     assert row_counts() == before
     assert get_task(agent_api, task["id"])["limits"] == task["limits"]
+
+
+def test_a_tasks_limits_change_leaves_its_profile_and_the_next_task_alone(agent_api, admin_api):
+    task = new_task(agent_api)
+    profile = admin_api.get("profiles/default").body
+
+    changed = admin_api.patch(
+        f"tasks/{task['id']}/limits", {"max_model_calls": 50, "max_cost": "9.50"}
+    )
+
+    assert changed.status_code == 200, changed.body
+    assert admin_api.get("profiles/default").body == profile
+    assert new_task(agent_api)["limits"] == task["limits"]
