@@ -109,6 +109,24 @@ export function identified(request: Request): Request {
   return { ...request, body: { ...(request.body ?? {}), request_id: crypto.randomUUID().replace(/-/g, "") } };
 }
 
+/** Report what an execution produced. The tool ran, so its call must close (a committed write
+ * must reach the ledger): a report the server cannot take whole, refused for its size (413) or
+ * depth (BODY_TOO_DEEP), or with the connection dropped under it (a server that refuses a body
+ * before reading it may reset the connection), is sent once more without its data (with the
+ * caller's `dataHash`, when the report has one). Both under one `request_id`: a first that did
+ * arrive answers both. */
+function* reported(taskId: string, toolCall: number, report: ToolReport, durationMs: number): Flow<JSONObject> {
+  const fields: JSONObject = { duration_ms: durationMs, ...report.resultFields(), request_id: crypto.randomUUID().replace(/-/g, "") };
+  try {
+    return (yield requestStep(REQUESTS.reportResult(taskId, toolCall, report.kind, fields))) as JSONObject;
+  } catch (exc) {
+    const tooLarge = exc instanceof TransportError || (exc instanceof LoopwardenError && (exc.status === 413 || exc.code === "BODY_TOO_DEEP"));
+    if (!("data" in fields) || !tooLarge) throw exc;
+  }
+  const { data: _dropped, ...withoutData } = fields;
+  return (yield requestStep(REQUESTS.reportResult(taskId, toolCall, report.kind, withoutData))) as JSONObject;
+}
+
 export function describe(exc: unknown): string {
   if (exc instanceof Error) return exc.message ? `${exc.name}: ${exc.message}` : exc.name;
   return String(exc);
@@ -180,13 +198,9 @@ export function* toolFlow(
     report = new ToolReport({ kind: NO_RESULT, error: describe(exc) });
   }
   const durationMs = Math.round(performance.now() - started);
-  const result = REQUESTS.reportResult(taskId, Number(answer.tool_call), report.kind, {
-    duration_ms: durationMs,
-    ...report.resultFields(),
-  });
   let reply: JSONObject;
   try {
-    reply = yield requestStep(result);
+    reply = yield* reported(taskId, Number(answer.tool_call), report, durationMs);
   } catch (exc) {
     if (exc instanceof TaskStopped) {
       if (exc.state === COMPLETED && !failed) {

@@ -79,6 +79,32 @@ test("a keyed write asked twice runs once: EXECUTE, then REUSE with the stored r
   assert.equal(await operationState(key), "COMMITTED");
 });
 
+/** JSON nested `depth` levels: past the server's LOOPWARDEN_MAX_JSON_DEPTH at 100. */
+function nested(depth: number): unknown {
+  let value: unknown = "bottom";
+  for (let i = 0; i < depth; i += 1) value = { inner: value };
+  return value;
+}
+
+for (const [name, answer] of [["too deep", nested(100)], ["too large", "x".repeat(3_000_000)]] as const) {
+  test(`a write whose answer is ${name} to store still commits: reported again without its data`, async () => {
+    const { session, key } = await payment();
+    let ran = 0;
+    const exportAll = () => {
+      ran += 1;
+      return answer;
+    };
+    const committed = () => ({ revision: 0, done: false, committed: true });
+    const options = { effect: "write" as const, operationKey: key, inspect: committed };
+    const first = await session.tool("export", { ref: key }, exportAll, options);
+    assert.equal(first.success, true);
+    assert.equal(await operationState(key), "COMMITTED");
+    const again = await session.tool("export", { ref: key }, exportAll, options);
+    assert.deepEqual(again, { success: true, reused: true, data: null }); // nothing kept to give back
+    assert.equal(ran, 1);
+  });
+}
+
 test("WAIT is slept out for its retry_after_ms while another call holds the write, then REUSE", async () => {
   const lw = agent();
   const taskId = await newTask(lw);
