@@ -129,6 +129,8 @@ def task_json(task: Task, masks: Redactor | None = None) -> dict:
 
 
 def agent_json(agent: Agent) -> dict:
+    """An agent as operators read it: the pause reason (an operator's note, read by every
+    operator after) masked by the redaction policy, as the console and the audit log show it."""
     return {
         "name": agent.name,
         "namespace": agent.namespace,
@@ -136,7 +138,7 @@ def agent_json(agent: Agent) -> dict:
         "allowed_profiles": sorted(agent.allowed_profiles.values_list("name", flat=True)),
         "daily_cost_cap": str(agent.daily_cost_cap) if agent.daily_cost_cap is not None else None,
         "paused": agent.paused,
-        "paused_reason": agent.paused_reason,
+        "paused_reason": DEFAULT.mask_text(agent.paused_reason),
     }
 
 

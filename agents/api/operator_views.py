@@ -128,8 +128,8 @@ class AgentPause(APIView):
         agent, _changed = operator.agent_set_paused(
             name=name, paused=self.paused, user=request.user, reason=data["reason"]
         )
-        return Response({"name": agent.name, "paused": agent.paused,
-                         "paused_reason": agent.paused_reason})  # fmt: skip
+        shown = selectors.agent_json(agent)
+        return Response({key: shown[key] for key in ("name", "paused", "paused_reason")})
 
 
 class AgentUnpause(AgentPause):

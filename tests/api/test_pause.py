@@ -110,3 +110,21 @@ def test_a_repeated_pause_keeps_the_first_reason_and_writes_one_audit_row(admin_
     assert again.status_code == 200
     assert again.body == {"name": "agent-a", "paused": True, "paused_reason": "burning money"}
     assert Event.objects.filter(kind="agent_paused").count() == 1
+
+
+def test_a_secret_in_the_pause_reason_is_masked_in_the_operator_api(
+    agent_api, admin_api, operator_api
+):
+    """The reason is an operator's note that every operator reads after: the API's answers mask
+    it by the one redaction policy, as the console's agents page and the audit log do (it is
+    stored as typed)."""
+    secret = "sk-live-abcdefghijklmnopqrstuvwxyz123456"
+    answer = pause(admin_api, reason=f"key leaked: {secret}")
+    assert answer.status_code == 200
+    assert Agent.objects.get(name="agent-a").paused_reason == f"key leaked: {secret}"
+    shown = [answer.body["paused_reason"]]
+    for api in (admin_api, operator_api):
+        read = api.get("agents/agent-a")
+        assert read.status_code == 200
+        shown.append(read.body["paused_reason"])
+    assert shown == ["key leaked: •••"] * 3
