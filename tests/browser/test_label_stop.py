@@ -6,24 +6,15 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from agents.guard import terms
 from agents.models import Agent, Event, Task
-from agents.services import tasks
 from tests.browser.conftest import sign_in
-from tests.console.conftest import tool_step
+from tests.console.conftest import tripped
 
 pytestmark = pytest.mark.browser
 
 
 def test_an_operator_labels_a_trip_a_false_stop_then_clears_it(page, console):
-    agent = Agent.objects.get(name="support-bot")
-    task = tasks.task_create(agent=agent, goal="Find the price, again and again")
-    for _ in range(10):
-        _, outcome = tool_step(agent, task.pk)
-        if outcome.decision == terms.STOP:
-            break
-    task.refresh_from_db()
-    assert task.terminal and terms.is_trip(task.reason)
+    task = tripped(Agent.objects.get(name="support-bot"), "Find the price, again and again")
 
     sign_in(page, console.url, "olivia")
     page.goto(f"{console.url}/tasks/{task.pk}/")

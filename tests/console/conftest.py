@@ -140,10 +140,10 @@ def stopped_task(looping_task, people) -> Task:
     return looping_task
 
 
-@pytest.fixture
-def tripped_task(agent) -> Task:
-    """Stopped by the guard (a breaker trip): the same search asked until the loop rule fired."""
-    task = tasks.task_create(agent=agent, goal="Find the enterprise price, again and again")
+def tripped(agent, goal: str) -> Task:
+    """A task stopped by the guard (a breaker trip): the same search asked until the loop rule
+    fired."""
+    task = tasks.task_create(agent=agent, goal=goal)
     for _ in range(10):
         _, outcome = tool_step(agent, task.pk)
         if outcome.decision == terms.STOP:
@@ -151,6 +151,11 @@ def tripped_task(agent) -> Task:
     task.refresh_from_db()
     assert task.terminal and terms.is_trip(task.reason), (task.state, task.reason)
     return task
+
+
+@pytest.fixture
+def tripped_task(agent) -> Task:
+    return tripped(agent, "Find the enterprise price, again and again")
 
 
 @pytest.fixture
