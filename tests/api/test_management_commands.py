@@ -73,3 +73,12 @@ def test_each_run_issues_a_new_token_and_keeps_the_old_one(client):
     assert first != second
     assert Caller(client, first).get("tasks").status_code == 200
     assert Caller(client, second).get("tasks").status_code == 200
+
+
+@pytest.mark.parametrize("namespace", ["n" * 101, "ns\x00x"], ids=["too_long", "nul"])
+def test_create_agent_refuses_a_namespace_the_database_cannot_hold(namespace):
+    """A namespace past its column (or with a NUL) failed inside the command with a database
+    error on PostgreSQL (SQLite kept what the column says it cannot). Nothing is created."""
+    with pytest.raises(CommandError, match="namespace"):
+        call_command("create_agent", "ns-bot", namespace=namespace, stdout=StringIO())
+    assert not Agent.objects.filter(name="ns-bot").exists()

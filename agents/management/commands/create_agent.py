@@ -31,6 +31,16 @@ class Command(BaseCommand):
                 f"agent name {name!r}: letters, numbers, hyphens or underscores "
                 f"(at most {field.max_length})"
             ) from None
+        if namespace:
+            scope = Agent._meta.get_field("namespace")
+            try:
+                scope.run_validators(namespace)
+                if "\x00" in namespace:
+                    raise ValidationError("NUL")
+            except ValidationError:
+                raise CommandError(
+                    f"--namespace: at most {scope.max_length} characters, no NUL"
+                ) from None
         cap = None
         if daily_cap is not None:
             try:
