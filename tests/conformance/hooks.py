@@ -77,8 +77,11 @@ def filter_failure(context, failure, case, response):
     """Keep every failure but four kinds of false alarm, each told apart below or here: a
     stop's `reason` is optional for an agent token and required for an operator's, on one
     path the schema cannot split by token; an operator's stop without one answers 400
-    REASON_REQUIRED (tests/api/test_stop.py). And a grant of profiles that do not exist
-    (400 UNKNOWN_PROFILE): which names exist is the database's, not the schema's, to say."""
+    REASON_REQUIRED (tests/api/test_stop.py). A grant of profiles that do not exist
+    (400 UNKNOWN_PROFILE): which names exist is the database's, not the schema's, to say. And a
+    resume grant that fits the schema but would raise the task's limit past its column's
+    largest value, or its deadline past the last date (400 BAD_GRANT): the sum depends on the
+    task's limits as they are (tests/api/test_bad_input.py)."""
     if type(failure).__name__ == "EnsureResourceAvailability":
         return _task_missing(response)
     if type(failure).__name__ == "UseAfterFree" and "/profiles/" in case.formatted_path:
@@ -87,7 +90,22 @@ def filter_failure(context, failure, case, response):
         return _error_code(response) != "REASON_REQUIRED"
     if type(failure).__name__ == "RejectedPositiveData" and "/agents/" in case.formatted_path:
         return _error_code(response) != "UNKNOWN_PROFILE"
+    if type(failure).__name__ == "RejectedPositiveData" and case.formatted_path.endswith("/resume"):
+        return not _grant_past_the_largest(response)
     return True
+
+
+_PAST_THE_LARGEST = ("past its largest value", "past the last date")
+
+
+def _grant_past_the_largest(response) -> bool:
+    """Whether a 400 BAD_GRANT names only sums past what a limit or the deadline can hold."""
+    if _error_code(response) != "BAD_GRANT":
+        return False
+    fields = json.loads(response.content)["error"].get("fields") or {}
+    return bool(fields) and all(
+        any(words in str(message) for words in _PAST_THE_LARGEST) for message in fields.values()
+    )
 
 
 def _error_code(response) -> str | None:
