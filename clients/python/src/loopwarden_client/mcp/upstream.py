@@ -105,8 +105,9 @@ class Upstream:
         ended (running, or `error` says why not). The start is a task of the gateway's own, so
         whoever stops waiting for it (a listing that answers without it) never cuts it short,
         and one upstream stuck in its handshake holds up nothing but the calls made to it."""
-        if self._client is not None or (self._start_ended and not self._start_ended.is_set()):
-            return self._start_ended or _set(anyio.Event())
+        ended = self._start_ended
+        if ended is not None and (self._client is not None or not ended.is_set()):
+            return ended  # running (only a start sets the client), or its start not ended
         ended = self._start_ended = anyio.Event()
         self._tasks.start_soon(self._start, ended)
         return ended
@@ -152,14 +153,6 @@ class Upstream:
                   f"{tool!r}, so this entry applies to nothing; its tools: {', '.join(listed)}",
                   file=sys.stderr)  # fmt: skip
 
-    async def client(self) -> Client:
-        """The live client, started (again) if there is none; `UpstreamLost` if it cannot be."""
-        await self.starting().wait()
-        client = self._client
-        if client is None:
-            raise UpstreamLost(f"{self.name} did not start: {self.error or 'it stopped'}")
-        return client
-
     async def _drop(self) -> None:
         self._client = None
         if self._closing is not None:
@@ -178,12 +171,12 @@ class Upstream:
     async def call(
         self, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
     ) -> types.CallToolResult:
-        try:
-            client = await self.client()
-        except UpstreamLost as down:
+        await self.starting().wait()  # started (again) if it does not run
+        client = self._client
+        if client is None:
             # Nothing was sent: a write must not become UNKNOWN for it, only fail.
             raise UpstreamRefused(f"{self.name} is not running, so {tool} was not sent: "
-                                  f"{self.error}") from down  # fmt: skip
+                                  f"{self.error or 'it stopped'}")  # fmt: skip
         try:
             with anyio.fail_after(self.timeout + 1):  # the client's own timeout comes first
                 return await client.call_tool(
@@ -214,11 +207,6 @@ class Upstream:
         with anyio.move_on_after(5):  # a start still in its handshake is cancelled with the group
             async with self._lock:
                 await self._drop()
-
-
-def _set(event: anyio.Event) -> anyio.Event:
-    event.set()
-    return event
 
 
 def _seconds(value: float) -> str:
