@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from agents.db import storable
 from agents.models import Agent, ApiToken, LimitProfile
 
 
@@ -21,26 +22,11 @@ class Command(BaseCommand):
     def handle(self, *args, name, namespace, profile, daily_cap, **options):
         # The name is a slug, as the model says: the console's agent URLs take nothing else
         # (one agent named "bot.v2" made the agents page fail for everyone).
-        field = Agent._meta.get_field("name")
-        try:
-            if not name:
-                raise ValidationError("required")
-            field.run_validators(name)
-        except ValidationError:
-            raise CommandError(
-                f"agent name {name!r}: letters, numbers, hyphens or underscores "
-                f"(at most {field.max_length})"
-            ) from None
+        _held(name, "name", "agent name {value!r}: letters, numbers, hyphens or underscores "
+                            "(at most {max_length})")  # fmt: skip
         if namespace:
-            scope = Agent._meta.get_field("namespace")
-            try:
-                scope.run_validators(namespace)
-                if "\x00" in namespace:
-                    raise ValidationError("NUL")
-            except ValidationError:
-                raise CommandError(
-                    f"--namespace: at most {scope.max_length} characters, no NUL"
-                ) from None
+            refusal = "--namespace: at most {max_length} characters, no NUL or lone surrogate"
+            _held(namespace, "namespace", refusal)
         cap = None
         if daily_cap is not None:
             try:
@@ -78,3 +64,16 @@ class Command(BaseCommand):
             f"(namespace {agent.namespace})"
         )
         self.stdout.write(raw)
+
+
+def _held(value: str, field_name: str, refusal: str) -> None:
+    """Refuse (CommandError) a value the agent's column does not take: empty, past its
+    validators (length, slug), or holding text the database cannot store (a NUL). `refusal`
+    is formatted with the value and the column's max_length."""
+    field = Agent._meta.get_field(field_name)
+    try:
+        if not value or storable.unstorable(value) is not None:
+            raise ValidationError("not storable")
+        field.run_validators(value)
+    except ValidationError:
+        raise CommandError(refusal.format(value=value, max_length=field.max_length)) from None
