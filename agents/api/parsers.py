@@ -65,8 +65,8 @@ class GuardedJSONParser(JSONParser):
             # DRF's JSONParser.parse, with the numbers checked too.
             data = json.load(
                 codecs.getreader(encoding)(stream),
-                parse_constant=json.strict_constant,
-                parse_float=storable.finite_float,  # as DRF refuses NaN and Infinity
+                parse_constant=storable.refuse_constant,  # as storable.loads reads JSON
+                parse_float=storable.finite_float,
             )
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None

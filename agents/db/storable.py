@@ -121,15 +121,17 @@ def finite_float(text: str) -> float:
     return value
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"Out of range float values are not JSON compliant: {name}")
+def refuse_constant(name: str) -> Any:
+    """The JSON literals NaN, Infinity and -Infinity: refused (ValueError), as no JSON column
+    holds them."""
+    raise ValueError(f"Out of range float values are not JSON compliant: {name!r}")
 
 
 def loads(text: str) -> Any:
     """JSON text as the database can hold it: NaN, Infinity and numbers past a float's range
     are refused (ValueError) rather than read as floats no JSON column takes. The API's
-    parser reads numbers with the same `finite_float`."""
-    return json.loads(text, parse_constant=_no_constant, parse_float=finite_float)
+    parser reads numbers and literals with the same two functions."""
+    return json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
 
 
 def _child(path: str, key: str | int) -> str:
