@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import copy
 import marshal
+import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -79,9 +82,49 @@ class AgentClaim:
     def settle(self, agent: Agent, token_id: int, token_used_at: datetime | None) -> None:
         """A lock found the row of this claim's token: the claim is that agent from now on."""
         self.agent, self.token_id, self.token_used_at = agent, token_id, token_used_at
+        _vouch(self.key_hash)
 
 
 Owner = Agent | AgentClaim
+
+# Agent tokens a lock (or `vouched`'s lookup) of this process found live lately, by hash: what
+# a decision does before its lock beyond reading its body (the semantic provider's model run)
+# is done only for one of them, so a caller without a live token cannot make the server do
+# it. A token revoked meanwhile is refused by the lock as ever; until VOUCHED_SECONDS have
+# passed, its requests may still run the model before that refusal.
+VOUCHED_SECONDS = 60
+VOUCHED_MAX = 10_000
+_vouched: OrderedDict[str, float] = OrderedDict()
+_vouched_lock = threading.Lock()
+
+
+def _vouch(key_hash: str) -> None:
+    with _vouched_lock:
+        _vouched[key_hash] = time.monotonic()
+        _vouched.move_to_end(key_hash)
+        while len(_vouched) > VOUCHED_MAX:
+            _vouched.popitem(last=False)
+
+
+def vouched(owner: Owner) -> bool:
+    """Whether `owner` is an agent, or a claim whose token was found live lately; else looked
+    up (one statement, the rule the lock applies) and remembered when live."""
+    if isinstance(owner, Agent) or owner.agent is not None:
+        return True
+    with _vouched_lock:
+        seen = _vouched.get(owner.key_hash)
+    if seen is not None and time.monotonic() - seen < VOUCHED_SECONDS:
+        return True
+    if not ApiToken.objects.filter(ApiToken.live(owner.key_hash), agent__isnull=False).exists():
+        return False
+    _vouch(owner.key_hash)
+    return True
+
+
+def forget_vouched() -> None:
+    """Forget the tokens vouched for (a test's process that has not seen them)."""
+    with _vouched_lock:
+        _vouched.clear()
 
 
 def owned_by(owner: Owner, path: str = "agent") -> Q:

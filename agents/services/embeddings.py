@@ -37,7 +37,7 @@ from agents import semantic
 from agents.guard.similarity import EMBEDDING, SEMANTIC, VECTOR_PROVIDERS
 from agents.guard.terms import ToolRequest, WindowEntry
 from agents.models import Task
-from agents.taskrow import Owner, owned_by
+from agents.taskrow import Owner, owned_by, vouched
 
 logger = logging.getLogger("loopwarden.embeddings")
 
@@ -145,6 +145,9 @@ def vectors_for(
     if provider == SEMANTIC:
         if request.near_duplicate_threshold is None:
             # Only the task's limits may set one: known under the lock (`window_vectors`).
+            return {}
+        if not vouched(agent):
+            # The lock refuses this token; the model does not run for it meanwhile.
             return {}
         return semantic.vectors({fp: args_text}, shared_cache())
     row = Task.objects.filter(owned_by(agent), pk=task_id).values_list("window", "limits").first()

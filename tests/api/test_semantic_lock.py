@@ -15,14 +15,18 @@ import contextlib
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from agents import semantic
+from agents import semantic, taskrow
 from agents.guard import core, terms
 from agents.guard.fingerprint import canonical_json
-from agents.models import Task, ToolCall, ToolPolicy
+from agents.models import ApiToken, Task, ToolCall, ToolPolicy
 from agents.services import catalog, embeddings, runner
 
+from ..conftest import Caller
 from .helpers import execute, new_task, request_tool
 from .test_semantic_provider import REPHRASINGS, THRESHOLD
 
@@ -191,3 +195,51 @@ def test_a_new_vector_reaches_the_shared_cache_once_the_response_is_out(
         text = semantic.embed_text(canonical_json({"q": REPHRASINGS[0]}))
         assert isinstance(cache.get(semantic.shared_key(semantic.text_key(text))), bytes)
         semantic.forget()
+
+
+# -- a token nothing has vouched for ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["unknown", "revoked"])
+def test_a_token_that_does_not_authenticate_never_runs_the_model(agent_api, watched, which):
+    # The decision's lock checks the token, after the new text is embedded: without a check
+    # before it, anyone could make the server run the model (and fill the shared cache) with
+    # texts of their choosing, one per request.
+    policy()
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "kb_search", {"q": REPHRASINGS[0]})  # the policy is loaded
+    if which == "revoked":
+        ApiToken.objects.filter(agent__name="agent-a").update(revoked_at=timezone.now())
+        taskrow.forget_vouched()
+        caller = agent_api
+    else:
+        caller = Caller(agent_api.client, "lw_" + "x" * 43)
+    watched.clear()
+
+    for n in range(3):
+        response = caller.post(
+            f"tasks/{task['id']}/tool-calls",
+            {"tool": "kb_search", "args": {"q": f"{REPHRASINGS[1]} {n}"}, "effect": "read"},
+        )
+        assert response.status_code == 401
+
+    assert [event for event in watched if event[0] == "encode"] == []
+    assert not semantic._pending
+
+
+def test_a_new_token_is_looked_up_once_before_its_first_text_is_embedded(agent_api, watched):
+    policy()
+    task = new_task(agent_api)
+    execute(agent_api, task["id"], "kb_search", {"q": REPHRASINGS[0]})
+    statements = []
+    for n, q in enumerate(REPHRASINGS[1:3]):
+        if n == 0:
+            taskrow.forget_vouched()  # as a process that has not seen this token decide
+        with CaptureQueriesContext(connection) as queries:
+            answer = request_tool(agent_api, task["id"], "kb_search", {"q": q})
+        statements.append(len(queries))
+
+    # The first looked the token up before embedding; its lock vouches for the second.
+    assert statements[0] == statements[1] + 1
+    assert answer["decision"] == "EXECUTE"
+    assert [e for e in watched if e[0] == "encode"][-2:] == [("encode", False)] * 2
