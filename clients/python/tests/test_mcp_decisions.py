@@ -59,6 +59,23 @@ async def test_a_repeated_read_is_blocked_then_stopped(config, live, counters, u
     assert answers[3].meta["loopwarden/report"]["reason"] == "same_call"
 
 
+async def test_after_a_stop_a_call_answers_the_stop_whatever_its_arguments(
+    config, live, counters, unique, operator
+):
+    # "charge" derives its operation key from "invoice": without it the call's arguments are
+    # the model's mistake, but once the task stopped every call answers the stop.
+    async with stdio_gateway(config, live.agent_token) as client:
+        answers = [await client.call_tool("lookup", {"query": unique}) for _ in range(4)]
+        after = await client.call_tool("charge", {"amount": 5})
+        operator.resume(task_of(answers[3]), reason="looked at it", grant={"tool_requests": 5})
+        resumed = await client.call_tool("charge", {"amount": 5})
+    assert decision(answers[3]) == "STOP"
+    assert decision(after) == "STOP" and text(after) == text(answers[3])
+    # Resumed, the task runs again: the same arguments are the model's mistake once more.
+    assert resumed.is_error and "INVALID_TOOL_ARGUMENTS" in text(resumed)
+    assert executions(counters, "charge") == []
+
+
 async def test_a_write_asked_twice_runs_once_and_is_reused_by_the_next_session(
     config, live, counters, unique
 ):

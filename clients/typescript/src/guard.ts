@@ -268,7 +268,8 @@ export class Guard {
 
   /** One guarded tool call; `execute(args)` runs only on EXECUTE. STOP throws TaskStopped.
    * Arguments that cannot derive the call's operation key are the model's mistake: it gets the
-   * INVALID outcome's message, the tool does not run and nothing is asked. */
+   * INVALID outcome's message, the tool does not run and nothing is asked (after a stop, the
+   * stop: TaskStopped, unless the task's state shows an operator resumed it). */
   async tool(name: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: { callId?: string | null } = {}): Promise<ToolOutcome> {
     const spec = this.spec(name);
     const copy = { ...args };
@@ -278,8 +279,17 @@ export class Guard {
       operationKey = spec.operationKey(copy);
       jobId = spec.pollJob(copy);
     } catch (exc) {
-      if (exc instanceof InvalidArguments) return { message: exc.toolMessage(name), decision: INVALID, executed: false, report: null };
-      throw exc;
+      if (!(exc instanceof InvalidArguments)) throw exc;
+      if (this.report !== null) {
+        // The task stopped, and a stop is sticky: every later call answers it, whatever its
+        // arguments. Its state says whether an operator has resumed it since.
+        const task = await this.session.get();
+        if (task.state !== "RUNNING") {
+          this.report = (task.report as JSONObject | null) ?? this.report;
+          throw new TaskStopped(this.report, this.taskId);
+        }
+      }
+      return { message: exc.toolMessage(name), decision: INVALID, executed: false, report: null };
     }
     let inspect: ((data: unknown) => unknown) | null = null;
     if (this.evidence !== null) {

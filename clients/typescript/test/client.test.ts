@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, run, type JSONObject } from "../src/index.js";
-import { STRICT_TOKEN, agent, closedPort, firstN, newTask, operationState, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
+import { Client, Guard, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, read, run, write, type JSONObject } from "../src/index.js";
+import { STRICT_TOKEN, agent, closedPort, operator, firstN, newTask, operationState, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
 
 /** A fresh task's session and a new payment key, for the tests of one keyed write. */
 async function payment() {
@@ -42,6 +42,23 @@ test("STOP throws TaskStopped carrying the report, and stays stopped", async () 
   assert.equal(first.report.reason, "model_budget");
   const again = await lw.gateModelCall(taskId).catch((e: unknown) => e);
   assert.ok(again instanceof TaskStopped && again.reason === "model_budget");
+});
+
+test("after a stop a guarded call answers the stop whatever its arguments, until a resume", async () => {
+  const lw = agent();
+  const taskId = await newTask(lw, { max_tool_requests: 1 });
+  const guard = new Guard(lw.session(taskId), { tools: { search: read(), pay: write({ key: "pay-{invoice}" }) } });
+  const ran: string[] = [];
+  await guard.tool("search", { query: "a" }, () => ran.push("search"));
+  const stopped = await guard.tool("search", { query: "b" }, () => ran.push("search")).catch((e: unknown) => e);
+  assert.ok(stopped instanceof TaskStopped && stopped.reason === "request_budget", String(stopped));
+  // No invoice: the key cannot be derived, the model's mistake; but the task has stopped.
+  const after = await guard.tool("pay", { amount: "1" }, () => ran.push("pay")).catch((e: unknown) => e);
+  assert.ok(after instanceof TaskStopped && after.reason === "request_budget", JSON.stringify(after));
+  await operator().resume(taskId, "looked at it", { tool_requests: 1 });
+  const resumed = await guard.tool("pay", { amount: "1" }, () => ran.push("pay"));
+  assert.equal(resumed.decision, "INVALID");
+  assert.deepEqual(ran, ["search"]);
 });
 
 test("EXECUTE runs a read; a repeat is BLOCKed with the guard's observation, then STOPs", async () => {

@@ -403,13 +403,22 @@ class Guard:
         mistake, as a schema violation is: the model gets the INVALID outcome's message, the
         tool does not run and nothing is asked. A request without the key would stop the task
         (missing_operation_key) for what the model can fix in its next turn, and the model
-        gate and repeated_output still bound a model that keeps making it.
+        gate and repeated_output still bound a model that keeps making it. After a stop such a
+        call raises TaskStopped like any other (the task's state is read: an operator may have
+        resumed it since).
         """
         spec = self.spec(name)
         args = dict(args)
         try:
             operation_key, job_id = spec.operation_key(args), spec.poll_job(args)
         except InvalidArguments as invalid:
+            if self.report is not None:
+                # The task stopped, and a stop is sticky: every later call answers it, whatever
+                # its arguments. Its state says whether an operator has resumed it since.
+                task = yield REQUESTS.get_task(self.task_id)
+                if task.get("state") != "RUNNING":
+                    self.report = task.get("report") or self.report
+                    raise TaskStopped(self.report, task_id=self.task_id) from None
             return ToolOutcome(invalid.tool_message(name), INVALID)
         inspect: Callable[[Any], Any] | None = None
         if self.evidence is not None:
