@@ -183,7 +183,8 @@ class Limits:
     def to_dict(self) -> dict[str, Any]:
         # Every field is a scalar: no `asdict` (it copies recursively), read on every decision.
         out = {name: getattr(self, name) for name in _LIMIT_NAMES}
-        out["max_cost"] = str(self.max_cost)
+        # Fixed-point: an amount typed as "1e3" is kept as "1000", never "1E+3".
+        out["max_cost"] = format(self.max_cost, "f")
         return out
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from html.parser import HTMLParser
 
+import pytest
+
 from agents.models import Event, LimitProfile
 from agents.services import configuration, operator
 from tests.console.conftest import HTMX
@@ -59,6 +61,22 @@ def test_an_admin_changes_a_tasks_limits_and_usage_stays(as_admin, looping_task)
     page = as_admin.get(f"/tasks/{looping_task.pk}/limits/").content.decode()
     assert "adam" in page and "max_model_calls 20 → <b>50</b>" not in page  # words, not names
     assert "Model calls 20 → <b>50</b>" in page
+
+
+@pytest.mark.parametrize(("typed", "kept"), [("1e3", "1000"), ("2.5E+1", "25"), ("0.50", "0.50")])
+def test_an_amount_typed_in_exponent_form_is_kept_as_a_plain_decimal(
+    as_admin, looping_task, typed, kept
+):
+    # Kept as "1E+3", the API and this form showed an amount nobody typed that way.
+    response = as_admin.post(f"/tasks/{looping_task.pk}/limits/", {
+        **looping_task.limits, "near_duplicate_threshold": "", "max_cost": typed,
+        "reason": "budget",
+    })  # fmt: skip
+    assert response.status_code == 303
+    looping_task.refresh_from_db()
+    assert looping_task.limits["max_cost"] == kept
+    page = as_admin.get(f"/tasks/{looping_task.pk}/limits/").content.decode()
+    assert f'name="max_cost" value="{Decimal(kept):.2f}"' in page
 
 
 def test_htmx_gets_the_form_back_with_a_toast(as_admin, looping_task):
