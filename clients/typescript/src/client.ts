@@ -139,18 +139,24 @@ export class Client {
 
   /** The task's model calls, tool calls and events, every page of them. */
   async trace(taskId: string, pageSize?: number): Promise<{ calls: JSONObject[]; events: JSONObject[] } & JSONObject> {
-    let request: Request = REQUESTS.trace(taskId, pageSize);
+    return (await this.#pages(REQUESTS.trace(taskId, pageSize), ["calls", "events"])) as { calls: JSONObject[]; events: JSONObject[] };
+  }
+
+  /** A paginated list, every page of it: each `next` link is followed and the lists under
+   * `keys` are answered together (the API's lists are never cut). */
+  async #pages(first: Request, keys: string[]): Promise<JSONObject> {
+    let request = first;
     const whole: JSONObject = {};
     for (;;) {
       const page = await this.send(request);
       for (const [key, value] of Object.entries(page)) {
-        if ((key === "calls" || key === "events") && Array.isArray(value)) whole[key] = [...(whole[key] ?? []), ...value];
+        if (keys.includes(key) && Array.isArray(value)) whole[key] = [...(whole[key] ?? []), ...value];
         else whole[key] = value;
       }
       if (!page.next) break;
-      request = { ...request, path: String(page.next), params: undefined };
+      request = { ...request, path: String(page.next), params: undefined }; // the link carries the query
     }
-    return whole as { calls: JSONObject[]; events: JSONObject[] };
+    return whole;
   }
 
   gateModelCall(taskId: string, options: GateOptions = {}): Promise<Schemas["ModelCallDecision"]> {
@@ -182,15 +188,14 @@ export class Client {
     return this.send(REQUESTS.resume(taskId, reason, grant));
   }
 
-  /** Operator: the ledger's operations (`?key=` filters by operation key). */
-  async listOperations(params: { key?: string; state?: string } = {}): Promise<JSONObject[]> {
-    const body = await this.send<JSONObject | JSONObject[]>({
-      name: "list_operations",
-      method: "GET",
-      path: "operations",
-      params: dropNone(params) as Record<string, string>,
-    });
-    return Array.isArray(body) ? body : (body.results ?? body.operations ?? []);
+  /** Operator: the ledger's operations, every page of them, oldest first (`state` filters on
+   * the server; `key` keeps that operation key's rows, filtered here: the API has no such
+   * filter; `pageSize`: each request's `limit`). */
+  async listOperations(params: { key?: string; state?: string; pageSize?: number } = {}): Promise<JSONObject[]> {
+    const query = dropNone({ state: params.state, limit: params.pageSize === undefined ? undefined : String(params.pageSize) });
+    const whole = await this.#pages({ name: "list_operations", method: "GET", path: "operations", params: query as Record<string, string> }, ["operations"]);
+    const operations = (whole.operations ?? []) as JSONObject[];
+    return params.key === undefined ? operations : operations.filter((op) => op.key === params.key);
   }
 
   session(taskId: string, options: SessionOptions = {}): TaskSession {

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { Client, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, run, type JSONObject } from "../src/index.js";
-import { STRICT_TOKEN, agent, closedPort, firstN, newTask, operationState, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
+import { STRICT_TOKEN, agent, closedPort, firstN, newTask, operationState, operator, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
 
 /** A fresh task's session and a new payment key, for the tests of one keyed write. */
 async function payment() {
@@ -269,4 +269,24 @@ test("a server that comes up while the client waits is reached: nothing was sent
 test("requests are built against the schema's own field names", () => {
   const body = REQUESTS.requestTool("t", "pay", { invoice: 1 }, { effect: "write", operationKey: "k", modelCall: 3 }).body as JSONObject;
   assert.deepEqual(body, { tool: "pay", args: { invoice: 1 }, effect: "write", operation_key: "k", model_call: 3 });
+});
+
+test("the ledger's operations come whole, every page: past the first hundred, and by key", async () => {
+  const prefix = `ledger-${unique()}`;
+  const keys = Array.from({ length: 102 }, (_, i) => `${prefix}-${i}`);
+  const committed = () => ({ revision: 0, done: false, committed: true });
+  const pay = () => "paid";
+  const writePair = async (pair: string[]) => {
+    const lw = agent();
+    const session = lw.session(await newTask(lw)); // two writes a task: more without progress would stop it
+    for (const key of pair) await session.tool("pay", { invoice: key }, pay, { effect: "write", operationKey: key, inspect: committed });
+  };
+  const pairs = Array.from({ length: keys.length / 2 }, (_, i) => keys.slice(2 * i, 2 * i + 2));
+  for (let i = 0; i < pairs.length; i += 8) await Promise.all(pairs.slice(i, i + 8).map(writePair));
+  const listed = new Set((await operator().listOperations()).map((op) => op.key));
+  assert.deepEqual(keys.filter((key) => !listed.has(key)), []);
+  const committedRows = new Set((await operator().listOperations({ state: "COMMITTED", pageSize: 25 })).map((op) => op.key));
+  assert.deepEqual(keys.filter((key) => !committedRows.has(key)), []);
+  const last = keys[keys.length - 1]!;
+  assert.deepEqual((await operator().listOperations({ key: last })).map((op) => [op.key, op.state]), [[last, "COMMITTED"]]);
 });
