@@ -20,6 +20,7 @@ import {
   DEFAULT_TIMEOUT_SECONDS,
   REQUESTS,
   USER_AGENT,
+  encodeBody,
   type Answer,
   type DecisionHook,
   type GateOptions,
@@ -111,11 +112,12 @@ export class Client {
       "User-Agent": USER_AGENT,
     };
     if (request.body !== undefined) headers["Content-Type"] = "application/json";
+    const body = request.body === undefined ? undefined : encodeBody(request); // a TypeError, never lost
     try {
       const response = await this.#fetch(url, {
         method: request.method,
         headers,
-        body: request.body === undefined ? undefined : JSON.stringify(request.body),
+        body,
         signal: AbortSignal.timeout(this.timeout * 1000),
       });
       const text = await response.text();

@@ -147,9 +147,10 @@ export class ToolReport {
     return dropNone({
       data: this.data == null ? null : jsonable(this.data),
       evidence: this.evidence == null ? null : jsonable(this.evidence),
-      wait_ms: this.waitMs,
+      // The tool ran: a count JSON cannot hold is left out rather than keep the report from leaving.
+      wait_ms: Number.isFinite(this.waitMs) ? this.waitMs : null,
       job_id: this.jobId,
-      attempts: this.attempts,
+      attempts: Number.isFinite(this.attempts) ? this.attempts : null,
       code: this.code,
       error: this.error,
       data_hash: this.dataHash,

@@ -290,3 +290,27 @@ test("the ledger's operations come whole, every page: past the first hundred, an
   const last = keys[keys.length - 1]!;
   assert.deepEqual((await operator().listOperations({ key: last })).map((op) => [op.key, op.state]), [[last, "COMMITTED"]]);
 });
+
+test("a body JSON cannot hold (a bigint, a cycle, NaN) throws a TypeError at once: nothing sent, nothing resent", async () => {
+  const proxy = await startProxy();
+  try {
+    const { slept, sleep } = recordingSleep();
+    const lw = agent({ sleep }, undefined, proxy.url);
+    const taskId = await newTask(lw);
+    const cycle: JSONObject = {};
+    cycle.self = cycle;
+    const sent = proxy.seen.length;
+    for (const args of [{ amount: 10n }, { page: cycle }, { amount: NaN }, { amount: Infinity }]) {
+      const refused = await lw.requestTool(taskId, "pay", args).catch((e: unknown) => e);
+      assert.ok(refused instanceof TypeError && refused.message.startsWith("request_tool: the request body cannot be sent as JSON"), String(refused));
+    }
+    const limits = await lw.createTask("goal", { limits: { max_model_calls: NaN } }).catch((e: unknown) => e);
+    assert.ok(limits instanceof TypeError && /"max_model_calls" is NaN/.test(limits.message), String(limits));
+    assert.equal(proxy.seen.length, sent);
+    assert.deepEqual(slept, []);
+    // A tool's own report still leaves: the tool ran, so a count JSON cannot hold is left out.
+    assert.deepEqual(new ToolReport({ data: NaN, waitMs: NaN, attempts: Infinity }).resultFields(), { data: "NaN" });
+  } finally {
+    await proxy.close();
+  }
+});
