@@ -8,6 +8,7 @@ export type { Answer, Body, DecisionHook, GateOptions, Request } from "./core.js
 export { InvalidEvidence, LoopwardenError, TaskStopped, TransportError } from "./errors.js";
 export { drive, sendFlow, toolFlow } from "./flows.js";
 export type { Flow, Step } from "./flows.js";
+export { VOLATILE_KEYS, resultHash } from "./novelty.js";
 export { Guard, InvalidArguments, ToolSpec, answerText, handedBack, read, stopText, write } from "./guard.js";
 export type { EvidenceFn, GuardOptions, KeyRule, ToolDeclarations } from "./guard.js";
 export * from "./types.js";

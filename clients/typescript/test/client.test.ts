@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, run, type JSONObject } from "../src/index.js";
+import { Client, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, resultHash, run, type JSONObject } from "../src/index.js";
 import { STRICT_TOKEN, agent, closedPort, firstN, newTask, operationState, operator, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
 
 /** A fresh task's session and a new payment key, for the tests of one keyed write. */
@@ -104,6 +104,22 @@ for (const [name, answer] of [["too deep", nested(100)], ["too large", "x".repea
     assert.equal(ran, 1);
   });
 }
+
+test("results too large to store are still new progress under novelty: sent again with the hash the server would take", async () => {
+  const lw = agent(); // the `novelty` profile: a result the task has not seen is progress
+  const taskId = await newTask(lw);
+  const session = lw.session(taskId);
+  for (let page = 1; page <= 5; page += 1) {
+    const message = await session.tool("fetch_page", { page }, () => ({ page, text: String(page).repeat(3_000_000) }));
+    assert.equal(message.success, true);
+  }
+  assert.deepEqual(await toolDecisions(lw, taskId), ["EXECUTE", "EXECUTE", "EXECUTE", "EXECUTE", "EXECUTE"]);
+  assert.equal((await lw.getTask(taskId)).state, "RUNNING");
+  // The very hash the server (and the Python client) takes: JSON read back as Python reads it.
+  const sample = { b: [1, 0.5, 1e-7, 1e21, 1e16, 0.0001, 2.5e-5, "é\n\u2028"], a: { fetchedAt: "x", z: null, é: 1, "😀": 2, "\uffff": 3 }, "Request-Id": 3 };
+  assert.equal(resultHash(sample), "b963e050e0749f1faf36afe291e265df0684460597cac372154d72dcb9dc2133");
+  assert.equal(resultHash('{"page": 2, "served_by": "web-1"}'), resultHash({ page: 2 }));
+});
 
 test("WAIT is slept out for its retry_after_ms while another call holds the write, then REUSE", async () => {
   const lw = agent();
