@@ -101,6 +101,14 @@ test("ai-sdk: a run that ends without evidence is finished too: PARTIAL/goal_unv
   assert.equal(s.guard.report?.state, "PARTIAL");
 });
 
+test("ai-sdk: a final answer past 4000 characters, cut inside an emoji, still finishes the task", async () => {
+  const answer = `${"a".repeat(3999)}😀 and that is all.`; // the cut falls between the emoji's two halves
+  const s = await scenario([{ text: answer }]);
+  assert.equal(s.text, answer);
+  const task = await s.lw.getTask(s.taskId);
+  assert.deepEqual([task.state, task.reason], ["PARTIAL", "goal_unverified"]);
+});
+
 test("ai-sdk: usage is reported from the AI SDK's own token counts, with the tool calls asked for", async () => {
   const s = await scenario([{ calls: [SEARCH] }, { text: "done" }]);
   const calls = await modelCalls(s.lw, s.taskId);
