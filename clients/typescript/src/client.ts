@@ -35,6 +35,28 @@ export type Task = Schemas["Task"];
 export type Sleeper = (seconds: number) => Promise<void>;
 export const defaultSleep: Sleeper = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 
+/** `sleep`, cut short by `signal`: once the caller aborted, a wait throws the signal's reason
+ * at once instead of being slept out (a WAIT can last minutes). */
+export function abortable(sleep: Sleeper, signal: AbortSignal | null | undefined): Sleeper {
+  if (!signal) return sleep;
+  return (seconds) =>
+    new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      const done = (settle: () => void) => {
+        signal.removeEventListener("abort", onAbort);
+        settle();
+      };
+      if (sleep === defaultSleep) timer = setTimeout(() => done(resolve), seconds * 1000); // nothing left running
+      else sleep(seconds).then(() => done(resolve), (error: unknown) => done(() => reject(error)));
+    });
+}
+
 export interface ClientOptions {
   /** Seconds to wait on the server for each answer (30). */
   timeout?: number;
@@ -231,7 +253,10 @@ export class ModelCall {
   }
 }
 
-export type ToolOptions = Omit<ToolFlowOptions, "maxWaitTries">;
+export type ToolOptions = Omit<ToolFlowOptions, "maxWaitTries"> & {
+  /** The caller's abort: a WAIT being slept out throws its reason at once. */
+  signal?: AbortSignal | null;
+};
 
 /** Helpers bound to one task: wrap each model call and each tool execution. `report` is set
  * once a tool result completed the task (COMPLETED on the verifier's evidence). */
@@ -298,7 +323,13 @@ export class TaskSession {
    * REUSE gives the stored result, BLOCK the guard's observation; WAIT is slept out. Throws
    * TaskStopped on STOP, except a result that completes the task (sets `this.report`). */
   async tool(tool: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: ToolOptions = {}): Promise<JSONObject> {
-    return (await this.drive(this.toolFlow(tool, args, execute, options))).message;
+    return (await this.driveTool(tool, args, execute, options)).message;
+  }
+
+  /** `tool`, answering the whole outcome (for adapters). */
+  driveTool(tool: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: ToolOptions = {}): Promise<ToolOutcome> {
+    const { signal, ...flowOptions } = options;
+    return this.client.drive(this.toolFlow(tool, args, execute, flowOptions), abortable(this.sleep, signal));
   }
 
   finish(evidence?: Evidence | null, answer?: string | null): Promise<Task> {

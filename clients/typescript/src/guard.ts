@@ -276,7 +276,7 @@ export class Guard {
   /** One guarded tool call; `execute(args)` runs only on EXECUTE. STOP throws TaskStopped.
    * Arguments that cannot derive the call's operation key are the model's mistake: it gets the
    * INVALID outcome's message, the tool does not run and nothing is asked. */
-  async tool(name: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: { callId?: string | null } = {}): Promise<ToolOutcome> {
+  async tool(name: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: { callId?: string | null; signal?: AbortSignal | null } = {}): Promise<ToolOutcome> {
     const spec = this.spec(name);
     const copy = { ...args };
     let operationKey: string | null;
@@ -307,9 +307,7 @@ export class Guard {
     }
     let outcome: ToolOutcome;
     try {
-      outcome = await this.session.drive(
-        this.session.toolFlow(name, copy, execute, { effect: spec.effect, operationKey, jobId, inspect, callId: options.callId }),
-      );
+      outcome = await this.session.driveTool(name, copy, execute, { effect: spec.effect, operationKey, jobId, inspect, callId: options.callId, signal: options.signal });
     } catch (exc) {
       if (exc instanceof TaskStopped) this.report = exc.report;
       throw exc;

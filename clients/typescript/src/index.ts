@@ -1,7 +1,7 @@
 /** `@loopwarden/client`: Loopwarden's client for agents written in TypeScript. Adapters:
  * `@loopwarden/client/ai-sdk` (the Vercel AI SDK) and `@loopwarden/client/openai-agents`. */
 
-export { Client, ModelCall, TaskSession, defaultSleep, run } from "./client.js";
+export { Client, ModelCall, TaskSession, abortable, defaultSleep, run } from "./client.js";
 export type { ClientOptions, RunOptions, SessionOptions, Sleeper, Task, ToolOptions } from "./client.js";
 export { DEFAULT_TIMEOUT_SECONDS, MAX_THROTTLE_SECONDS, REQUESTS, VERSION, retryAfterSeconds } from "./core.js";
 export type { Answer, Body, DecisionHook, GateOptions, Request } from "./core.js";
