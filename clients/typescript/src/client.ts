@@ -58,7 +58,8 @@ export function abortable(sleep: Sleeper, signal: AbortSignal | null | undefined
 }
 
 export interface ClientOptions {
-  /** Seconds to wait on the server for each answer (30). */
+  /** Seconds to wait on the server for each answer (30); any fraction, or Infinity for no
+   * limit (a wait past a timer's 24.8 days is that long). */
   timeout?: number;
   /** Called with every guard decision: (endpoint, request body, answer). */
   onDecision?: DecisionHook | null;
@@ -71,6 +72,9 @@ export interface ClientOptions {
   /** The fetch to send with (the global one by default). */
   fetch?: typeof fetch;
 }
+
+// The longest a timer waits (2^31 - 1 ms): a longer one would fire at once.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 // Error codes of a connection that could not be made: the request never left.
 const UNSENT_CODES = new Set([
@@ -108,6 +112,9 @@ export class Client {
     this.baseUrl = baseUrl.replace(/\/+$/, "") + "/";
     this.#token = token;
     this.timeout = options.timeout ?? DEFAULT_TIMEOUT_SECONDS;
+    if (typeof this.timeout !== "number" || !(this.timeout > 0)) {
+      throw new RangeError(`timeout must be a number of seconds above 0 (Infinity for none), not ${String(this.timeout)}`);
+    }
     this.maxThrottleTries = options.maxThrottleTries ?? 5;
     this.onDecision = options.onDecision ?? null;
     this.sleep = options.sleep ?? defaultSleep;
@@ -140,7 +147,7 @@ export class Client {
         method: request.method,
         headers,
         body,
-        signal: AbortSignal.timeout(this.timeout * 1000),
+        signal: this.timeout === Infinity ? undefined : AbortSignal.timeout(Math.min(Math.ceil(this.timeout * 1000), MAX_TIMER_MS)),
       });
       const text = await response.text();
       return { status: response.status, statusText: response.statusText, headers: response.headers, text };

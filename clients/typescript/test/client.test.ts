@@ -330,3 +330,14 @@ test("a body JSON cannot hold (a bigint, a cycle, NaN) throws a TypeError at onc
     await proxy.close();
   }
 });
+
+test("a timeout of any number of seconds is waited: a fraction of a millisecond, days, none; 0 is refused at once", async () => {
+  for (const timeout of [0.1 * 3, 2.0005, 1e7, Infinity]) {
+    const lw = agent({ timeout, maxThrottleTries: 1 });
+    const task = await lw.createTask(`timeout ${timeout}`).catch((e: unknown) => e);
+    assert.ok(!(task instanceof Error), `timeout ${timeout}: ${String(task)}`);
+  }
+  for (const timeout of [0, -1, NaN]) {
+    assert.throws(() => agent({ timeout }), (e: unknown) => e instanceof RangeError && /timeout must be a number of seconds above 0/.test(e.message));
+  }
+});
