@@ -121,6 +121,27 @@ test("results too large to store are still new progress under novelty: sent agai
   assert.equal(resultHash('{"page": 2, "served_by": "web-1"}'), resultHash({ page: 2 }));
 });
 
+test("a write whose result holds a cycle is stored with all it holds, the cycle marked: REUSE gives it back", async () => {
+  const { session, key } = await payment();
+  const response: JSONObject = { status: 201, headers: { "x-id": "r-9" } };
+  response.request = { url: "https://pay.example/charges", response }; // as HTTP clients' objects do
+  const shared = { currency: "EUR" };
+  const pay = () => ({ charge: "ch_123", amount: 10n, at: new Date(0), tags: new Set(["a"]), response, fee: shared, total: shared });
+  const committed = () => ({ revision: 0, done: false, committed: true });
+  const options = { effect: "write" as const, operationKey: key, inspect: committed };
+  await session.tool("pay", { invoice: key }, pay, options);
+  const again = await session.tool("pay", { invoice: key }, pay, options);
+  assert.deepEqual(again.data, {
+    charge: "ch_123",
+    amount: "10",
+    at: "1970-01-01T00:00:00.000Z",
+    tags: ["a"],
+    response: { status: 201, headers: { "x-id": "r-9" }, request: { url: "https://pay.example/charges", response: "[Circular]" } },
+    fee: { currency: "EUR" },
+    total: { currency: "EUR" }, // met twice, but no cycle
+  });
+});
+
 test("WAIT is slept out for its retry_after_ms while another call holds the write, then REUSE", async () => {
   const lw = agent();
   const taskId = await newTask(lw);
