@@ -13,7 +13,7 @@
  * for. A STOP answers a final assistant message carrying the report instead of calling the
  * model (`lw.guard.report` holds it). `lw.tools(tools)` puts each tool's `execute` through the
  * tool gate: EXECUTE runs it; REUSE and BLOCK answer the stored result or the nudge; WAIT is
- * slept out; an exception is reported NO_RESULT (a write's then becomes UNKNOWN, never retried)
+ * slept out (an aborted run, the SDK's `abortSignal`, stops waiting at once); an exception is reported NO_RESULT (a write's then becomes UNKNOWN, never retried)
  * and a STOP is thrown, which the AI SDK hands to the model as a tool error; its next call then
  * ends the run with the stop message. Provider-executed tools run outside this process and are
  * refused. When a model call answers without tool calls (the run's final answer), the task is
@@ -113,14 +113,14 @@ export function guardTools<T extends ToolSet>(guard: Guard, tools: T): T {
     if ((tool as { type?: string }).type === "provider" || (tool as { type?: string }).type === "provider-defined") {
       throw new TypeError(`tool '${name}' is executed by the provider, outside this process, and cannot be guarded`);
     }
-    const execute = (tool as { execute?: (input: unknown, options: { toolCallId: string }) => unknown }).execute;
+    const execute = (tool as { execute?: (input: unknown, options: { toolCallId: string; abortSignal?: AbortSignal }) => unknown }).execute;
     if (typeof execute !== "function") {
       guarded[name] = tool; // no execute: the application runs it itself, outside the SDK's loop
       continue;
     }
     guarded[name] = {
       ...tool,
-      execute: async (input: unknown, options: { toolCallId: string }) => {
+      execute: async (input: unknown, options: { toolCallId: string; abortSignal?: AbortSignal }) => {
         let produced: unknown;
         const outcome = await guard.tool(
           name,
@@ -129,7 +129,7 @@ export function guardTools<T extends ToolSet>(guard: Guard, tools: T): T {
             produced = await execute.call(tool, input, options);
             return new ToolReport({ data: jsonable(produced) });
           },
-          { callId: options?.toolCallId },
+          { callId: options?.toolCallId, signal: options?.abortSignal }, // an aborted run stops waiting
         );
         return outcome.decision === EXECUTE ? produced : outcome.message;
       },

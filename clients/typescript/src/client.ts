@@ -20,6 +20,7 @@ import {
   DEFAULT_TIMEOUT_SECONDS,
   REQUESTS,
   USER_AGENT,
+  encodeBody,
   type Answer,
   type DecisionHook,
   type GateOptions,
@@ -34,8 +35,31 @@ export type Task = Schemas["Task"];
 export type Sleeper = (seconds: number) => Promise<void>;
 export const defaultSleep: Sleeper = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 
+/** `sleep`, cut short by `signal`: once the caller aborted, a wait throws the signal's reason
+ * at once instead of being slept out (a WAIT can last minutes). */
+export function abortable(sleep: Sleeper, signal: AbortSignal | null | undefined): Sleeper {
+  if (!signal) return sleep;
+  return (seconds) =>
+    new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      const done = (settle: () => void) => {
+        signal.removeEventListener("abort", onAbort);
+        settle();
+      };
+      if (sleep === defaultSleep) timer = setTimeout(() => done(resolve), seconds * 1000); // nothing left running
+      else sleep(seconds).then(() => done(resolve), (error: unknown) => done(() => reject(error)));
+    });
+}
+
 export interface ClientOptions {
-  /** Seconds to wait on the server for each answer (30). */
+  /** Seconds to wait on the server for each answer (30); any fraction, or Infinity for no
+   * limit (a wait past a timer's 24.8 days is that long). */
   timeout?: number;
   /** Called with every guard decision: (endpoint, request body, answer). */
   onDecision?: DecisionHook | null;
@@ -48,6 +72,9 @@ export interface ClientOptions {
   /** The fetch to send with (the global one by default). */
   fetch?: typeof fetch;
 }
+
+// The longest a timer waits (2^31 - 1 ms): a longer one would fire at once.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 // Error codes of a connection that could not be made: the request never left.
 const UNSENT_CODES = new Set([
@@ -85,6 +112,9 @@ export class Client {
     this.baseUrl = baseUrl.replace(/\/+$/, "") + "/";
     this.#token = token;
     this.timeout = options.timeout ?? DEFAULT_TIMEOUT_SECONDS;
+    if (typeof this.timeout !== "number" || !(this.timeout > 0)) {
+      throw new RangeError(`timeout must be a number of seconds above 0 (Infinity for none), not ${String(this.timeout)}`);
+    }
     this.maxThrottleTries = options.maxThrottleTries ?? 5;
     this.onDecision = options.onDecision ?? null;
     this.sleep = options.sleep ?? defaultSleep;
@@ -111,12 +141,13 @@ export class Client {
       "User-Agent": USER_AGENT,
     };
     if (request.body !== undefined) headers["Content-Type"] = "application/json";
+    const body = request.body === undefined ? undefined : encodeBody(request); // a TypeError, never lost
     try {
       const response = await this.#fetch(url, {
         method: request.method,
         headers,
-        body: request.body === undefined ? undefined : JSON.stringify(request.body),
-        signal: AbortSignal.timeout(this.timeout * 1000),
+        body,
+        signal: this.timeout === Infinity ? undefined : AbortSignal.timeout(Math.min(Math.ceil(this.timeout * 1000), MAX_TIMER_MS)),
       });
       const text = await response.text();
       return { status: response.status, statusText: response.statusText, headers: response.headers, text };
@@ -139,18 +170,24 @@ export class Client {
 
   /** The task's model calls, tool calls and events, every page of them. */
   async trace(taskId: string, pageSize?: number): Promise<{ calls: JSONObject[]; events: JSONObject[] } & JSONObject> {
-    let request: Request = REQUESTS.trace(taskId, pageSize);
+    return (await this.#pages(REQUESTS.trace(taskId, pageSize), ["calls", "events"])) as { calls: JSONObject[]; events: JSONObject[] };
+  }
+
+  /** A paginated list, every page of it: each `next` link is followed and the lists under
+   * `keys` are answered together (the API's lists are never cut). */
+  async #pages(first: Request, keys: string[]): Promise<JSONObject> {
+    let request = first;
     const whole: JSONObject = {};
     for (;;) {
       const page = await this.send(request);
       for (const [key, value] of Object.entries(page)) {
-        if ((key === "calls" || key === "events") && Array.isArray(value)) whole[key] = [...(whole[key] ?? []), ...value];
+        if (keys.includes(key) && Array.isArray(value)) whole[key] = [...(whole[key] ?? []), ...value];
         else whole[key] = value;
       }
       if (!page.next) break;
-      request = { ...request, path: String(page.next), params: undefined };
+      request = { ...request, path: String(page.next), params: undefined }; // the link carries the query
     }
-    return whole as { calls: JSONObject[]; events: JSONObject[] };
+    return whole;
   }
 
   gateModelCall(taskId: string, options: GateOptions = {}): Promise<Schemas["ModelCallDecision"]> {
@@ -182,15 +219,14 @@ export class Client {
     return this.send(REQUESTS.resume(taskId, reason, grant));
   }
 
-  /** Operator: the ledger's operations (`?key=` filters by operation key). */
-  async listOperations(params: { key?: string; state?: string } = {}): Promise<JSONObject[]> {
-    const body = await this.send<JSONObject | JSONObject[]>({
-      name: "list_operations",
-      method: "GET",
-      path: "operations",
-      params: dropNone(params) as Record<string, string>,
-    });
-    return Array.isArray(body) ? body : (body.results ?? body.operations ?? []);
+  /** Operator: the ledger's operations, every page of them, oldest first (`state` filters on
+   * the server; `key` keeps that operation key's rows, filtered here: the API has no such
+   * filter; `pageSize`: each request's `limit`). */
+  async listOperations(params: { key?: string; state?: string; pageSize?: number } = {}): Promise<JSONObject[]> {
+    const query = dropNone({ state: params.state, limit: params.pageSize === undefined ? undefined : String(params.pageSize) });
+    const whole = await this.#pages({ name: "list_operations", method: "GET", path: "operations", params: query as Record<string, string> }, ["operations"]);
+    const operations = (whole.operations ?? []) as JSONObject[];
+    return params.key === undefined ? operations : operations.filter((op) => op.key === params.key);
   }
 
   session(taskId: string, options: SessionOptions = {}): TaskSession {
@@ -224,7 +260,10 @@ export class ModelCall {
   }
 }
 
-export type ToolOptions = Omit<ToolFlowOptions, "maxWaitTries">;
+export type ToolOptions = Omit<ToolFlowOptions, "maxWaitTries"> & {
+  /** The caller's abort: a WAIT being slept out throws its reason at once. */
+  signal?: AbortSignal | null;
+};
 
 /** Helpers bound to one task: wrap each model call and each tool execution. `report` is set
  * once a tool result completed the task (COMPLETED on the verifier's evidence). */
@@ -291,7 +330,13 @@ export class TaskSession {
    * REUSE gives the stored result, BLOCK the guard's observation; WAIT is slept out. Throws
    * TaskStopped on STOP, except a result that completes the task (sets `this.report`). */
   async tool(tool: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: ToolOptions = {}): Promise<JSONObject> {
-    return (await this.drive(this.toolFlow(tool, args, execute, options))).message;
+    return (await this.driveTool(tool, args, execute, options)).message;
+  }
+
+  /** `tool`, answering the whole outcome (for adapters). */
+  driveTool(tool: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: ToolOptions = {}): Promise<ToolOutcome> {
+    const { signal, ...flowOptions } = options;
+    return this.client.drive(this.toolFlow(tool, args, execute, flowOptions), abortable(this.sleep, signal));
   }
 
   finish(evidence?: Evidence | null, answer?: string | null): Promise<Task> {

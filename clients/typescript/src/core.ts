@@ -39,6 +39,20 @@ export interface Request {
   decision?: boolean;
 }
 
+/** A request's body as JSON text. A body JSON has no form for (a bigint, a cycle, NaN or
+ * Infinity, which JSON.stringify would send as null) throws a TypeError naming the request:
+ * nothing was sent, so it is the caller's mistake, never a lost request to send again. */
+export function encodeBody(request: Request): string {
+  try {
+    return JSON.stringify(request.body, (key, value: unknown) => {
+      if (typeof value === "number" && !Number.isFinite(value)) throw new TypeError(`${JSON.stringify(key)} is ${value}, which JSON cannot hold`);
+      return value;
+    });
+  } catch (exc) {
+    throw new TypeError(`${request.name}: the request body cannot be sent as JSON, nothing was sent: ${(exc as Error).message}`, { cause: exc });
+  }
+}
+
 /** An HTTP answer, read whole. */
 export interface Answer {
   status: number;

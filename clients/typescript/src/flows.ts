@@ -8,6 +8,7 @@
 
 import { DEFAULT_WAIT_MS, REQUESTS, parseAnswer, throttleDelay, type Answer, type DecisionHook, type Request } from "./core.js";
 import { LoopwardenError, TaskStopped, TransportError } from "./errors.js";
+import { resultHash } from "./novelty.js";
 import {
   BLOCK,
   COMPLETED,
@@ -112,9 +113,9 @@ export function identified(request: Request): Request {
 /** Report what an execution produced. The tool ran, so its call must close (a committed write
  * must reach the ledger): a report the server cannot take whole, refused for its size (413) or
  * depth (BODY_TOO_DEEP), or with the connection dropped under it (a server that refuses a body
- * before reading it may reset the connection), is sent once more without its data (with the
- * caller's `dataHash`, when the report has one). Both under one `request_id`: a first that did
- * arrive answers both. */
+ * before reading it may reset the connection), is sent once more without its data, the data's
+ * hash kept for the novelty rule (the caller's `dataHash`, else the one the server would take).
+ * Both under one `request_id`: a first that did arrive answers both. */
 function* reported(taskId: string, toolCall: number, report: ToolReport, durationMs: number): Flow<JSONObject> {
   const fields: JSONObject = { duration_ms: durationMs, ...report.resultFields(), request_id: crypto.randomUUID().replace(/-/g, "") };
   try {
@@ -123,7 +124,8 @@ function* reported(taskId: string, toolCall: number, report: ToolReport, duratio
     const tooLarge = exc instanceof TransportError || (exc instanceof LoopwardenError && (exc.status === 413 || exc.code === "BODY_TOO_DEEP"));
     if (!("data" in fields) || !tooLarge) throw exc;
   }
-  const { data: _dropped, ...withoutData } = fields;
+  const { data, ...withoutData } = fields;
+  withoutData.data_hash = report.dataHash ?? resultHash(data);
   return (yield requestStep(REQUESTS.reportResult(taskId, toolCall, report.kind, withoutData))) as JSONObject;
 }
 

@@ -28,6 +28,13 @@ import { COMPLETED, INVALID, READ, RETRYABLE, ToolReport, WRITE, checkEvidence, 
 
 export const MAX_ANSWER = 4000; // characters of the final answer sent with `finish`
 
+/** `text` cut to at most `limit` UTF-16 units, never between the two halves of a character:
+ * a lone half is text the server refuses (400 UNSUPPORTED_TEXT). */
+export function clip(text: string, limit: number): string {
+  const cut = text.slice(0, limit);
+  return cut.length === limit && /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
 export type KeyRule = string | ((args: JSONObject) => string);
 export type EvidenceFn = (tool: string, args: JSONObject, data: unknown) => Evidence | null | undefined | Promise<Evidence | null | undefined>;
 
@@ -132,7 +139,7 @@ export function toolSpecs(tools: ToolDeclarations | null | undefined): Map<strin
 
 /** A read's error the framework hands back to the model: RETRYABLE, the least wait. */
 export function handedBack(message: string): ToolReport {
-  return new ToolReport({ kind: RETRYABLE, code: "HANDED_BACK", error: message.slice(0, 2000), waitMs: 1 });
+  return new ToolReport({ kind: RETRYABLE, code: "HANDED_BACK", error: clip(message, 2000), waitMs: 1 });
 }
 
 /** A run's final output as the answer `finish` sends: text as it is, anything else as JSON. */
@@ -270,7 +277,7 @@ export class Guard {
    * Arguments that cannot derive the call's operation key are the model's mistake: it gets the
    * INVALID outcome's message, the tool does not run and nothing is asked (after a stop, the
    * stop: TaskStopped, unless the task's state shows an operator resumed it). */
-  async tool(name: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: { callId?: string | null } = {}): Promise<ToolOutcome> {
+  async tool(name: string, args: JSONObject, execute: (args: JSONObject) => unknown, options: { callId?: string | null; signal?: AbortSignal | null } = {}): Promise<ToolOutcome> {
     const spec = this.spec(name);
     const copy = { ...args };
     let operationKey: string | null;
@@ -310,9 +317,7 @@ export class Guard {
     }
     let outcome: ToolOutcome;
     try {
-      outcome = await this.session.drive(
-        this.session.toolFlow(name, copy, execute, { effect: spec.effect, operationKey, jobId, inspect, callId: options.callId }),
-      );
+      outcome = await this.session.driveTool(name, copy, execute, { effect: spec.effect, operationKey, jobId, inspect, callId: options.callId, signal: options.signal });
     } catch (exc) {
       if (exc instanceof TaskStopped) this.report = exc.report;
       throw exc;
@@ -325,7 +330,7 @@ export class Guard {
    * evidence and keep its report. Nothing is asked when the task already ended or `keepOpen`. */
   async finish(answer: string | null | undefined): Promise<Task | null> {
     if (this.keepOpen || this.report !== null) return null;
-    const task = await this.session.client.finish(this.taskId, { evidence: this.verified, answer: answer ? answer.slice(0, MAX_ANSWER) : null });
+    const task = await this.session.client.finish(this.taskId, { evidence: this.verified, answer: answer ? clip(answer, MAX_ANSWER) : null });
     this.report = (task.report as JSONObject | null) ?? null;
     return task;
   }

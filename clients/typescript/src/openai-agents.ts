@@ -10,7 +10,7 @@
  * usage from the SDK's own counts, `usage.inputTokens`/`outputTokens`; a STOP answers a final
  * assistant message carrying the report instead of calling the model) and each function tool's
  * `invoke` wrapped (EXECUTE runs it; REUSE and BLOCK answer the stored result or the nudge; WAIT
- * is slept out). A tool that throws is reported NO_RESULT: the SDK's default error function turns
+ * is slept out, unless the run is aborted: its `signal` ends the wait at once). A tool that throws is reported NO_RESULT: the SDK's default error function turns
  * an exception into its fixed "An error occurred while running the tool" text, which the wrapper
  * reads as the exception it stands for (a tool with an error function of its own reports what
  * that returns: give guarded tools none, or `errorFunction: null`). A tool STOP throws
@@ -176,7 +176,7 @@ function guardTool(guard: Guard, tool: FunctionTool<any, any, any>): FunctionToo
       const callId = (details as { toolCall?: { callId?: string } } | undefined)?.toolCall?.callId;
       let outcome;
       try {
-        outcome = await guard.tool(tool.name, args, execute, { callId });
+        outcome = await guard.tool(tool.name, args, execute, { callId, signal: details?.signal }); // an aborted run stops waiting
       } catch (exc) {
         if (exc instanceof TaskStopped) throw new AgentTaskStopped(exc);
         throw exc;

@@ -83,19 +83,38 @@ export function dropNone(fields: JSONObject): JSONObject {
 }
 
 /** A JSON form of a tool's output, for the result report: the tool already ran, so its result
- * must reach the server whatever it holds (a bigint as text, a Date in ISO 8601, a value JSON
- * has no form for as its text). */
+ * must reach the server whatever it holds (a bigint as text, a Date in ISO 8601, a Set as a
+ * list, a Map as an object, a value JSON has no form for as its text, and a reference back to
+ * an object that holds it as "[Circular]": the rest is kept, as Python's repr keeps it). */
 export function jsonable(value: unknown): unknown {
+  const holders: object[] = []; // the objects being walked, outermost first
+  const walk = (item: unknown, key: string): unknown => {
+    let v = item;
+    if (v !== null && typeof v === "object" && typeof (v as { toJSON?: unknown }).toJSON === "function") {
+      v = (v as { toJSON(key: string): unknown }).toJSON(key);
+    }
+    if (typeof v === "bigint") return v.toString();
+    if (typeof v === "number") return Number.isFinite(v) ? v : String(v);
+    if (typeof v === "function" || typeof v === "symbol") return String(v);
+    if (v === null || typeof v !== "object") return v; // a string, a boolean, undefined
+    if (holders.includes(v)) return "[Circular]";
+    holders.push(v);
+    try {
+      if (v instanceof Set) v = [...v];
+      else if (v instanceof Map) v = Object.fromEntries(v);
+      if (Array.isArray(v)) return v.map((element, index) => walk(element, String(index)) ?? null);
+      const object: JSONObject = {};
+      for (const [name, field] of Object.entries(v as JSONObject)) {
+        const walked = walk(field, name);
+        if (walked !== undefined) object[name] = walked;
+      }
+      return object;
+    } finally {
+      holders.pop();
+    }
+  };
   try {
-    const text = JSON.stringify(value, (_key, v: unknown) => {
-      if (typeof v === "bigint") return v.toString();
-      if (typeof v === "number" && !Number.isFinite(v)) return String(v);
-      if (v instanceof Set) return [...v];
-      if (v instanceof Map) return Object.fromEntries(v);
-      if (typeof v === "function" || typeof v === "symbol") return String(v);
-      return v;
-    });
-    return text === undefined ? null : JSON.parse(text);
+    return walk(value, "") ?? null;
   } catch {
     return String(value);
   }
@@ -147,9 +166,10 @@ export class ToolReport {
     return dropNone({
       data: this.data == null ? null : jsonable(this.data),
       evidence: this.evidence == null ? null : jsonable(this.evidence),
-      wait_ms: this.waitMs,
+      // The tool ran: a count JSON cannot hold is left out rather than keep the report from leaving.
+      wait_ms: Number.isFinite(this.waitMs) ? this.waitMs : null,
       job_id: this.jobId,
-      attempts: this.attempts,
+      attempts: Number.isFinite(this.attempts) ? this.attempts : null,
       code: this.code,
       error: this.error,
       data_hash: this.dataHash,

@@ -101,6 +101,35 @@ test("ai-sdk: a run that ends without evidence is finished too: PARTIAL/goal_unv
   assert.equal(s.guard.report?.state, "PARTIAL");
 });
 
+test("ai-sdk: a final answer past 4000 characters, cut inside an emoji, still finishes the task", async () => {
+  const answer = `${"a".repeat(3999)}😀 and that is all.`; // the cut falls between the emoji's two halves
+  const s = await scenario([{ text: answer }]);
+  assert.equal(s.text, answer);
+  const task = await s.lw.getTask(s.taskId);
+  assert.deepEqual([task.state, task.reason], ["PARTIAL", "goal_unverified"]);
+});
+
+test("ai-sdk: an aborted run stops sleeping out a WAIT at once, and its tool does not run", async () => {
+  const lw = agent();
+  const taskId = await newTask(lw);
+  const invoice = `INV-${unique()}`;
+  // Another call holds the write (its lease lasts a minute): this one is answered WAIT.
+  const held = await lw.requestTool(taskId, "pay", { invoice }, { effect: "write", operationKey: `pay-${invoice}` });
+  assert.equal(held.decision, "EXECUTE");
+  const guarded = guardAiSdk(lw.session(taskId, { maxWaitTries: 3 }), { tools: { pay: write({ key: "pay-{invoice}" }) } });
+  let ran = 0;
+  const pay = tool({ inputSchema: z.object({ invoice: z.string() }), execute: async () => void (ran += 1) });
+  const guardedPay = guarded.tools({ pay }).pay;
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(new Error("the user gave up")), 200);
+  const started = performance.now();
+  const outcome = await Promise.resolve(guardedPay.execute!({ invoice }, { toolCallId: "c1", messages: [], abortSignal: controller.signal })).catch((e: unknown) => e);
+  const waited = performance.now() - started;
+  assert.ok(outcome instanceof Error && outcome.message === "the user gave up", `answered ${JSON.stringify(outcome)} after ${waited} ms`);
+  assert.ok(waited < 900, `waited ${waited} ms after the abort`);
+  assert.equal(ran, 0);
+});
+
 test("ai-sdk: usage is reported from the AI SDK's own token counts, with the tool calls asked for", async () => {
   const s = await scenario([{ calls: [SEARCH] }, { text: "done" }]);
   const calls = await modelCalls(s.lw, s.taskId);

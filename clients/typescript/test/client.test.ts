@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client, Guard, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, read, run, write, type JSONObject } from "../src/index.js";
-import { STRICT_TOKEN, agent, closedPort, operator, firstN, newTask, operationState, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
+import { Client, Guard, LoopwardenError, REQUESTS, TaskStopped, TransportError, ToolReport, read, resultHash, run, write, type JSONObject } from "../src/index.js";
+import { STRICT_TOKEN, agent, closedPort, firstN, newTask, operationState, operator, recordingSleep, startProxy, toolDecisions, unique, URL_ } from "./helpers.js";
 
 /** A fresh task's session and a new payment key, for the tests of one keyed write. */
 async function payment() {
@@ -121,6 +121,43 @@ for (const [name, answer] of [["too deep", nested(100)], ["too large", "x".repea
     assert.equal(ran, 1);
   });
 }
+
+test("results too large to store are still new progress under novelty: sent again with the hash the server would take", async () => {
+  const lw = agent(); // the `novelty` profile: a result the task has not seen is progress
+  const taskId = await newTask(lw);
+  const session = lw.session(taskId);
+  for (let page = 1; page <= 5; page += 1) {
+    const message = await session.tool("fetch_page", { page }, () => ({ page, text: String(page).repeat(3_000_000) }));
+    assert.equal(message.success, true);
+  }
+  assert.deepEqual(await toolDecisions(lw, taskId), ["EXECUTE", "EXECUTE", "EXECUTE", "EXECUTE", "EXECUTE"]);
+  assert.equal((await lw.getTask(taskId)).state, "RUNNING");
+  // The very hash the server (and the Python client) takes: JSON read back as Python reads it.
+  const sample = { b: [1, 0.5, 1e-7, 1e21, 1e16, 0.0001, 2.5e-5, "é\n\u2028"], a: { fetchedAt: "x", z: null, é: 1, "😀": 2, "\uffff": 3 }, "Request-Id": 3 };
+  assert.equal(resultHash(sample), "b963e050e0749f1faf36afe291e265df0684460597cac372154d72dcb9dc2133");
+  assert.equal(resultHash('{"page": 2, "served_by": "web-1"}'), resultHash({ page: 2 }));
+});
+
+test("a write whose result holds a cycle is stored with all it holds, the cycle marked: REUSE gives it back", async () => {
+  const { session, key } = await payment();
+  const response: JSONObject = { status: 201, headers: { "x-id": "r-9" } };
+  response.request = { url: "https://pay.example/charges", response }; // as HTTP clients' objects do
+  const shared = { currency: "EUR" };
+  const pay = () => ({ charge: "ch_123", amount: 10n, at: new Date(0), tags: new Set(["a"]), response, fee: shared, total: shared });
+  const committed = () => ({ revision: 0, done: false, committed: true });
+  const options = { effect: "write" as const, operationKey: key, inspect: committed };
+  await session.tool("pay", { invoice: key }, pay, options);
+  const again = await session.tool("pay", { invoice: key }, pay, options);
+  assert.deepEqual(again.data, {
+    charge: "ch_123",
+    amount: "10",
+    at: "1970-01-01T00:00:00.000Z",
+    tags: ["a"],
+    response: { status: 201, headers: { "x-id": "r-9" }, request: { url: "https://pay.example/charges", response: "[Circular]" } },
+    fee: { currency: "EUR" },
+    total: { currency: "EUR" }, // met twice, but no cycle
+  });
+});
 
 test("WAIT is slept out for its retry_after_ms while another call holds the write, then REUSE", async () => {
   const lw = agent();
@@ -286,4 +323,59 @@ test("a server that comes up while the client waits is reached: nothing was sent
 test("requests are built against the schema's own field names", () => {
   const body = REQUESTS.requestTool("t", "pay", { invoice: 1 }, { effect: "write", operationKey: "k", modelCall: 3 }).body as JSONObject;
   assert.deepEqual(body, { tool: "pay", args: { invoice: 1 }, effect: "write", operation_key: "k", model_call: 3 });
+});
+
+test("the ledger's operations come whole, every page: past the first hundred, and by key", async () => {
+  const prefix = `ledger-${unique()}`;
+  const keys = Array.from({ length: 102 }, (_, i) => `${prefix}-${i}`);
+  const committed = () => ({ revision: 0, done: false, committed: true });
+  const pay = () => "paid";
+  const writePair = async (pair: string[]) => {
+    const lw = agent();
+    const session = lw.session(await newTask(lw)); // two writes a task: more without progress would stop it
+    for (const key of pair) await session.tool("pay", { invoice: key }, pay, { effect: "write", operationKey: key, inspect: committed });
+  };
+  const pairs = Array.from({ length: keys.length / 2 }, (_, i) => keys.slice(2 * i, 2 * i + 2));
+  for (let i = 0; i < pairs.length; i += 8) await Promise.all(pairs.slice(i, i + 8).map(writePair));
+  const listed = new Set((await operator().listOperations()).map((op) => op.key));
+  assert.deepEqual(keys.filter((key) => !listed.has(key)), []);
+  const committedRows = new Set((await operator().listOperations({ state: "COMMITTED", pageSize: 25 })).map((op) => op.key));
+  assert.deepEqual(keys.filter((key) => !committedRows.has(key)), []);
+  const last = keys[keys.length - 1]!;
+  assert.deepEqual((await operator().listOperations({ key: last })).map((op) => [op.key, op.state]), [[last, "COMMITTED"]]);
+});
+
+test("a body JSON cannot hold (a bigint, a cycle, NaN) throws a TypeError at once: nothing sent, nothing resent", async () => {
+  const proxy = await startProxy();
+  try {
+    const { slept, sleep } = recordingSleep();
+    const lw = agent({ sleep }, undefined, proxy.url);
+    const taskId = await newTask(lw);
+    const cycle: JSONObject = {};
+    cycle.self = cycle;
+    const sent = proxy.seen.length;
+    for (const args of [{ amount: 10n }, { page: cycle }, { amount: NaN }, { amount: Infinity }]) {
+      const refused = await lw.requestTool(taskId, "pay", args).catch((e: unknown) => e);
+      assert.ok(refused instanceof TypeError && refused.message.startsWith("request_tool: the request body cannot be sent as JSON"), String(refused));
+    }
+    const limits = await lw.createTask("goal", { limits: { max_model_calls: NaN } }).catch((e: unknown) => e);
+    assert.ok(limits instanceof TypeError && /"max_model_calls" is NaN/.test(limits.message), String(limits));
+    assert.equal(proxy.seen.length, sent);
+    assert.deepEqual(slept, []);
+    // A tool's own report still leaves: the tool ran, so a count JSON cannot hold is left out.
+    assert.deepEqual(new ToolReport({ data: NaN, waitMs: NaN, attempts: Infinity }).resultFields(), { data: "NaN" });
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("a timeout of any number of seconds is waited: a fraction of a millisecond, days, none; 0 is refused at once", async () => {
+  for (const timeout of [0.1 * 3, 2.0005, 1e7, Infinity]) {
+    const lw = agent({ timeout, maxThrottleTries: 1 });
+    const task = await lw.createTask(`timeout ${timeout}`).catch((e: unknown) => e);
+    assert.ok(!(task instanceof Error), `timeout ${timeout}: ${String(task)}`);
+  }
+  for (const timeout of [0, -1, NaN]) {
+    assert.throws(() => agent({ timeout }), (e: unknown) => e instanceof RangeError && /timeout must be a number of seconds above 0/.test(e.message));
+  }
 });

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Agent, Runner, handoff, run, setTracingDisabled, tool } from "@openai/agents";
+import { Agent, RunContext, Runner, handoff, run, setTracingDisabled, tool } from "@openai/agents";
 import { z } from "zod";
 
 import { read, write, type EvidenceFn, type JSONObject } from "../src/index.js";
@@ -205,4 +205,26 @@ test("openai-agents: a run that ends on a tool's output (stop_on_first_tool) fin
   const task = await lw.getTask(taskId);
   assert.deepEqual([task.state, task.reason], ["PARTIAL", "goal_unverified"]);
   assert.equal(clerk.loopwarden.report?.reason, "goal_unverified");
+});
+
+test("openai-agents: an aborted run stops sleeping out a WAIT at once, and its tool does not run", async () => {
+  const lw = agent();
+  const taskId = await newTask(lw);
+  const invoice = `INV-${unique()}`;
+  // Another call holds the write (its lease lasts a minute): this one is answered WAIT.
+  const held = await lw.requestTool(taskId, "pay", { invoice }, { effect: "write", operationKey: `pay-${invoice}` });
+  assert.equal(held.decision, "EXECUTE");
+  let ran = 0;
+  const pay = tool({ name: "pay", description: "Pay an invoice.", parameters: z.object({ invoice: z.string() }), execute: () => void (ran += 1) });
+  const clerk = new Agent({ name: "clerk", instructions: "Help.", model: new AgentsScriptedModel([]), tools: [pay] });
+  const guarded = guardAgent(clerk, lw.session(taskId, { maxWaitTries: 3 }), { tools: { pay: write({ key: "pay-{invoice}" }) } });
+  const guardedPay = guarded.tools[0] as typeof pay;
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(new Error("the user gave up")), 200);
+  const started = performance.now();
+  const outcome = await guardedPay.invoke(new RunContext(), JSON.stringify({ invoice }), { signal: controller.signal }).catch((e: unknown) => e);
+  const waited = performance.now() - started;
+  assert.ok(outcome instanceof Error && outcome.message === "the user gave up", `answered ${JSON.stringify(outcome)} after ${waited} ms`);
+  assert.ok(waited < 900, `waited ${waited} ms after the abort`);
+  assert.equal(ran, 0);
 });
