@@ -258,3 +258,14 @@ def test_beat_runs_the_prune_only_when_retention_is_on():
     assert "prune-trace" not in beat_schedule(sweep_seconds=15, rollup_seconds=300)
     on = beat_schedule(sweep_seconds=15, rollup_seconds=300, prune_seconds=3600)
     assert on["prune-trace"]["task"] == "agents.tasks.prune_trace"
+
+
+def test_rebuilding_a_pruned_day_keeps_its_rollups(busy_task):
+    before = list(DailyRollup.objects.order_by("pk").values())
+    assert before and before[0]["model_calls"] == 1, before
+    prune()
+
+    rollups.rollup_day(day=timezone.now().date())
+    call_command("rollup_daily", stdout=StringIO())
+
+    assert list(DailyRollup.objects.order_by("pk").values()) == before

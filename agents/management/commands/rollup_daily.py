@@ -9,7 +9,10 @@ from agents.services.rollups import rollup_day
 
 
 class Command(BaseCommand):
-    help = "Rebuild the daily report rows of a UTC day (default: today). Idempotent."
+    help = (
+        "Rebuild the daily report rows of a UTC day (default: today). Idempotent. A day whose "
+        "trace retention pruned keeps its rows: they are all that is left of it."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
