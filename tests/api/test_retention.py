@@ -8,7 +8,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from agents.models import (
@@ -252,6 +252,17 @@ def test_the_command_removes_what_it_prints(busy_task):
     assert "1 task(s) pruned" in out.getvalue()
     assert "tool_calls: removed 5" in out.getvalue()
     assert trace_of(busy_task)["tool_calls"] == 0
+
+
+def test_the_command_refuses_one_day_as_the_setting_does(busy_task):
+    """One day would remove yesterday's trace, which the rollup job still rebuilds from."""
+    Task.objects.filter(pk=busy_task).update(ended_at=timezone.now() - timedelta(hours=30))
+    before = trace_of(busy_task)
+
+    with pytest.raises(CommandError, match="2 or more"):
+        call_command("prune", "--days=1", stdout=StringIO())
+
+    assert trace_of(busy_task) == before
 
 
 def test_beat_runs_the_prune_only_when_retention_is_on():
