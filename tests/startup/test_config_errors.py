@@ -218,3 +218,23 @@ def test_a_bad_value_stops_gunicorn_with_one_line(clean_env):
 
     line = one_line(result)
     assert "WEB_THREADS" in line
+
+
+def test_a_command_on_a_database_never_migrated_says_to_migrate(clean_env):
+    line = one_line(manage(clean_env, "create_agent", "demo"))
+
+    assert "manage.py migrate" in line and "loopwarden.sqlite3" in line
+
+
+@pytest.mark.skipif(not _postgres_answers(), reason="no PostgreSQL on 127.0.0.1:5432")
+def test_a_command_on_an_empty_postgresql_database_says_to_migrate(clean_env):
+    name = f"lw_unmigrated_{os.getpid()}"
+    admin = "postgres://postgres@127.0.0.1:5432/postgres"
+    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True)
+    try:
+        url = f"postgres://postgres@127.0.0.1:5432/{name}"
+        line = one_line(manage(clean_env, "prune", "--dry-run", "--days=30", DATABASE_URL=url))
+    finally:
+        subprocess.run(["psql", admin, "-qc", f"DROP DATABASE {name}"], check=True)
+
+    assert "manage.py migrate" in line and name in line
