@@ -36,12 +36,19 @@ if not SECRET_KEY:
         raise ConfigError(
             "SECRET_KEY must be set (LOOPWARDEN_REQUIRE_SECRET_KEY=true): a long random string"
         )
-    # Development fallback: stable per data directory so sessions survive restarts.
+    # Development fallback: stable per data directory so sessions survive restarts. Readable
+    # by its owner only from the first byte, like the demo agent's token.
     key_file = DATA_DIR / "secret_key"
     if not key_file.exists():
         import secrets
 
-        key_file.write_text(secrets.token_urlsafe(50))
+        try:
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process of the same start wrote it first
+            pass
+        else:
+            with os.fdopen(fd, "w") as key_out:
+                key_out.write(secrets.token_urlsafe(50))
     SECRET_KEY = key_file.read_text().strip()
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])

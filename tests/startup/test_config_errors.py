@@ -238,3 +238,11 @@ def test_a_command_on_an_empty_postgresql_database_says_to_migrate(clean_env):
         subprocess.run(["psql", admin, "-qc", f"DROP DATABASE {name}"], check=True)
 
     assert "manage.py migrate" in line and name in line
+
+
+def test_the_generated_secret_key_is_readable_by_its_owner_only(clean_env):
+    assert manage(clean_env, "check").returncode == 0
+
+    key_file = Path(clean_env["LOOPWARDEN_DATA_DIR"]) / "secret_key"
+    assert len(key_file.read_text().strip()) >= 50
+    assert key_file.stat().st_mode & 0o077 == 0, oct(key_file.stat().st_mode)
