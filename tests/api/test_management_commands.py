@@ -66,6 +66,18 @@ def test_create_operator_with_admin_prints_a_token_with_admin_rights(client):
     assert api.post("profiles", {"name": "p"}).status_code == 201
 
 
+def test_create_operator_for_an_existing_admin_keeps_it_an_admin(client, django_user_model):
+    last_line("create_operator", "boss", admin=True)
+    out = StringIO()
+
+    call_command("create_operator", "boss", stdout=out)  # a new token, nothing else
+
+    token = out.getvalue().strip().splitlines()[-1]
+    assert out.getvalue().startswith("updated admin boss")
+    assert Caller(client, token).post("profiles", {"name": "p"}).status_code == 201
+    assert django_user_model.objects.get(username="boss").is_staff  # the Django admin too
+
+
 def test_each_run_issues_a_new_token_and_keeps_the_old_one(client):
     first = last_line("create_agent", "bot")
     second = last_line("create_agent", "bot")

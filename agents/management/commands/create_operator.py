@@ -10,7 +10,10 @@ from agents.roles import ADMINS, OPERATORS, ensure_groups
 
 
 class Command(BaseCommand):
-    help = "Create an operator (or admin) user and print a new API token as the last line."
+    help = (
+        "Create an operator (or admin) user and print a new API token as the last line. An "
+        "existing user gets a new token and keeps its role, unless --admin promotes it."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("username")
@@ -25,11 +28,15 @@ class Command(BaseCommand):
                 user.set_password(password)
             elif created:
                 user.set_unusable_password()
-            user.is_staff = admin
+            # --admin promotes; without it an existing admin stays one (a new token for an
+            # admin must not take its Django admin away). Demoting is the Django admin's job.
+            if admin:
+                user.is_staff = True
             user.save()
             user.groups.add(Group.objects.get(name=OPERATORS))
             if admin:
                 user.groups.add(Group.objects.get(name=ADMINS))
+            admin = user.groups.filter(name=ADMINS).exists()
             raw, key_hash, prefix = ApiToken.generate()
             ApiToken.objects.create(user=user, key_hash=key_hash, prefix=prefix, name="cli")
         role = "admin" if admin else "operator"
