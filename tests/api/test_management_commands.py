@@ -94,3 +94,13 @@ def test_create_agent_refuses_a_namespace_the_database_cannot_hold(namespace):
     with pytest.raises(CommandError, match="namespace"):
         call_command("create_agent", "ns-bot", namespace=namespace, stdout=StringIO())
     assert not Agent.objects.filter(name="ns-bot").exists()
+
+
+@pytest.mark.parametrize(
+    "username", ["", "u" * 151, "bob smith", "ops\x00x"], ids=["empty", "too_long", "space", "nul"]
+)
+def test_create_operator_refuses_a_username_the_sign_in_does_not_take(username, django_user_model):
+    with pytest.raises(CommandError, match="username"):
+        call_command("create_operator", username, password="pw", stdout=StringIO())
+
+    assert not django_user_model.objects.exists()

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from agents.models import ApiToken
@@ -21,6 +22,18 @@ class Command(BaseCommand):
         parser.add_argument("--admin", action="store_true", help="also limits, agents, tokens")
 
     def handle(self, *args, username, password, admin, **options):
+        # The user model's own rules (at most 150 letters, digits and @.+-_), as the Django
+        # admin applies them: a name past them failed on PostgreSQL with a traceback, or was
+        # kept on SQLite as an account nobody could type at the sign-in.
+        field = get_user_model()._meta.get_field("username")
+        try:
+            if not username:
+                raise ValidationError("empty")
+            field.run_validators(username)
+        except ValidationError:
+            raise CommandError(
+                f"username {username!r}: 1 to {field.max_length} letters, digits and @.+-_"
+            ) from None
         ensure_groups()
         with transaction.atomic():
             user, created = get_user_model().objects.get_or_create(username=username)
