@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from kombu.transport import TRANSPORT_ALIASES
 
 from loopwarden.env import (
     ConfigError,
@@ -334,6 +335,16 @@ SPECTACULAR_SETTINGS = {
 
 # Celery. The embedded default is the filesystem transport: no server to run.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# Each URL (several are separated by ";") names a transport kombu knows: a typo stops every
+# program at start, not the worker with a traceback and the web at its first notification.
+for _broker_url in CELERY_BROKER_URL.split(";"):
+    _scheme, _sep, _ = _broker_url.strip().partition("://")
+    if not _sep or _scheme.split("+")[0] not in TRANSPORT_ALIASES:
+        raise ConfigError(
+            f"CELERY_BROKER_URL={_without_password(_broker_url.strip())!r} names no broker: "
+            "use redis://host:6379/0 or amqp://user:password@host:5672//, or unset it for "
+            "the embedded filesystem://"
+        )
 _broker_dir = DATA_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed", "control"):

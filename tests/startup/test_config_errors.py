@@ -246,3 +246,16 @@ def test_the_generated_secret_key_is_readable_by_its_owner_only(clean_env):
     key_file = Path(clean_env["LOOPWARDEN_DATA_DIR"]) / "secret_key"
     assert len(key_file.read_text().strip()) >= 50
     assert key_file.stat().st_mode & 0o077 == 0, oct(key_file.stat().st_mode)
+
+
+@pytest.mark.parametrize("program", ["manage", "worker"])
+def test_a_broker_url_of_no_known_transport_is_one_line_without_its_password(clean_env, program):
+    url = "reddis://:s3cret@127.0.0.1:6379/0"  # a typo of redis
+    if program == "manage":
+        result = manage(clean_env, "check", CELERY_BROKER_URL=url)
+    else:
+        result = celery(clean_env, "worker", "-Q", "lw_no_queue", CELERY_BROKER_URL=url)
+
+    line = one_line(result)
+    assert "CELERY_BROKER_URL" in line and "redis://" in line
+    assert "s3cret" not in line
