@@ -250,7 +250,9 @@ def _cache() -> dict:
         return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     if url.startswith(("redis://", "rediss://", "unix://")):
         return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
-    raise ConfigError(f"CACHE_URL={url!r}: use redis://host:6379/1 (or leave it empty)")
+    raise ConfigError(
+        f"CACHE_URL={_without_password(url)!r}: use redis://host:6379/1 (or leave it empty)"
+    )
 
 
 CACHES = {"default": _cache()}

@@ -259,3 +259,10 @@ def test_a_broker_url_of_no_known_transport_is_one_line_without_its_password(cle
     line = one_line(result)
     assert "CELERY_BROKER_URL" in line and "redis://" in line
     assert "s3cret" not in line
+
+
+def test_a_bad_cache_url_is_one_line_without_its_password(clean_env):
+    line = one_line(manage(clean_env, "check", CACHE_URL="memcache://ops:s3cret@cache:11211"))
+
+    assert "CACHE_URL" in line and "redis://" in line
+    assert "s3cret" not in line
