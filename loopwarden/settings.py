@@ -26,7 +26,9 @@ from loopwarden.env import (
 read_env_file()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+# A relative folder is the repository's (`./var`, as .env.example says, is the default's place),
+# not the working directory's: a program started elsewhere finds the same database.
+DATA_DIR = (BASE_DIR / env_str("LOOPWARDEN_DATA_DIR", "var")).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env_bool("DEBUG", False)
@@ -410,8 +412,8 @@ NOTIFY_BACKOFF_SECONDS = env_int("NOTIFY_BACKOFF_SECONDS", 10, minimum=1)
 # (prometheus_client's multiprocess mode). The client reads the folder from the environment,
 # so it is put there before anything imports it; subprocesses inherit it. The gunicorn master
 # empties it at start (loopwarden/gunicorn_metrics.py).
-PROMETHEUS_MULTIPROC_DIR = Path(
-    env_str("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "prometheus"))
+PROMETHEUS_MULTIPROC_DIR = (
+    BASE_DIR / env_str("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "prometheus"))
 ).resolve()
 PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
