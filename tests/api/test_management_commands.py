@@ -50,6 +50,14 @@ def test_create_agent_refuses_a_bad_daily_cap():
         call_command("create_agent", "x", profile="missing", stdout=StringIO())
 
 
+@pytest.mark.parametrize("cap", ["NaN", "Infinity", "1e30", "0.0000001"])
+def test_create_agent_refuses_a_daily_cap_the_column_cannot_hold(cap):
+    with pytest.raises(CommandError, match="--daily-cap"):
+        call_command("create_agent", "x", daily_cap=cap, stdout=StringIO())
+
+    assert not Agent.objects.exists()
+
+
 def test_create_operator_prints_a_token_with_operator_rights(client):
     token = last_line("create_operator", "ops1", password="pw")
 

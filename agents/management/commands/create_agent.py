@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
-
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -29,10 +27,17 @@ class Command(BaseCommand):
             _held(namespace, "namespace", refusal)
         cap = None
         if daily_cap is not None:
+            # The column's own rules (a finite amount, 6 decimals, 14 digits): NaN or 1e30
+            # failed with a traceback, 0.0000001 was kept as a cap of 0.
+            field = Agent._meta.get_field("daily_cost_cap")
             try:
-                cap = Decimal(daily_cap)
-            except InvalidOperation:
-                raise CommandError(f"--daily-cap {daily_cap!r} is not a number") from None
+                cap = field.clean(daily_cap, None)
+            except ValidationError:
+                raise CommandError(
+                    f"--daily-cap {daily_cap!r} is not an amount: at most "
+                    f"{field.max_digits - field.decimal_places} digits before the point and "
+                    f"{field.decimal_places} after, e.g. 10.00"
+                ) from None
             if cap < 0:
                 raise CommandError("--daily-cap must be zero or more")
         with transaction.atomic():
