@@ -265,6 +265,15 @@ def test_the_command_refuses_one_day_as_the_setting_does(busy_task):
     assert trace_of(busy_task) == before
 
 
+def test_the_command_refuses_more_days_than_the_calendar_holds(busy_task):
+    before = trace_of(busy_task)
+
+    with pytest.raises(CommandError, match="--days"):
+        call_command("prune", "--days=99999999", "--dry-run", stdout=StringIO())
+
+    assert trace_of(busy_task) == before
+
+
 def test_beat_runs_the_prune_only_when_retention_is_on():
     assert "prune-trace" not in beat_schedule(sweep_seconds=15, rollup_seconds=300)
     on = beat_schedule(sweep_seconds=15, rollup_seconds=300, prune_seconds=3600)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.services.retention import trace_prune
+from agents.services.retention import cutoff_of, trace_prune
 
 
 class Command(BaseCommand):
@@ -34,6 +34,10 @@ class Command(BaseCommand):
             )
         if max_tasks is not None and max_tasks < 1:
             raise CommandError("--max-tasks must be 1 or more")
+        try:
+            cutoff_of(days)
+        except OverflowError:
+            raise CommandError(f"--days {days}: more days than the calendar holds") from None
         result = trace_prune(days=days, dry_run=dry_run, max_tasks=max_tasks)
         verb = "would remove" if dry_run else "removed"
         self.stdout.write(
