@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 
 import environ
@@ -43,11 +44,28 @@ def read_env_file() -> dict[str, str]:
     path = env_file()
     if path is None:
         return {}
+    _refuse_unreadable_lines(path)
     before = set(os.environ)
     # django-environ parses (quotes, `export`, comments); overwrite=False writes only the
     # variables not set yet: the environment wins.
     environ.Env.read_env(path, overwrite=False)
     return {name: os.environ[name] for name in set(os.environ) - before}
+
+
+# A line django-environ reads (its own pattern); any other it skips with a warning that
+# repeats the line, value and all, and the variable silently keeps its default.
+_ENV_LINE = re.compile(r"\A(?:export )?[A-Za-z_0-9]+=")
+
+
+def _refuse_unreadable_lines(path: Path) -> None:
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#") or _ENV_LINE.match(line):
+            continue
+        name = re.split(r"[\s=:]", line.strip(), maxsplit=1)[0]  # never the value: a secret
+        raise ConfigError(
+            f"{path}, line {number} ({name} ...) is not NAME=value: write it with no spaces "
+            "around =, or start it with # to keep it as a comment"
+        )
 
 
 def env_str(name: str, default: str) -> str:

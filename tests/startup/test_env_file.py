@@ -171,3 +171,14 @@ def test_a_relative_data_dir_is_the_repositorys_wherever_it_starts(clean_env, tm
     data_dir, database = result.stdout.strip().splitlines()[-1].split("|")
     assert data_dir == str(tmp_path / "data")
     assert database == str(tmp_path / "data" / "loopwarden.sqlite3")
+
+
+@pytest.mark.parametrize("line", ["LOG_LEVEL = error", "SITE_URL: https://x.example"])
+def test_a_line_the_file_cannot_be_read_by_is_one_line_not_a_default(clean_env, tmp_path, line):  # noqa: F811
+    path = tmp_path / "spaced.env"
+    path.write_text(f"# fine\nDEBUG=false\n{line}\nSECRET_KEY = s3cret-value-never-shown\n")
+
+    shown = one_line(manage(clean_env, "check", LOOPWARDEN_ENV_FILE=str(path)))
+
+    assert "line 3" in shown and line.split()[0].rstrip(":") in shown and "NAME=value" in shown
+    assert "s3cret" not in shown
