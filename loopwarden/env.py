@@ -119,6 +119,33 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_url(name: str, default: str) -> str:
+    """An http(s) URL with a host. A refused one is never printed: a webhook's path or an
+    endpoint's query is often its secret."""
+    value = env_str(name, default)
+    if not value:
+        return value
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
+        raise ConfigError(
+            f"{name} is not an http(s) URL: write it whole, as in https://host/path, or unset it"
+        )
+    return value
+
+
+def env_emails(name: str) -> list[str]:
+    """A comma-separated list of e-mail addresses; empty: none."""
+    addresses = env_list(name, [])
+    for address in addresses:
+        local, at, domain = address.partition("@")
+        if not (local and at and domain) or any(c.isspace() for c in address):
+            raise ConfigError(
+                f"{name}: {address!r} is not an e-mail address: list addresses separated by "
+                "commas, as in ops@example.com,oncall@example.com"
+            )
+    return addresses
+
+
 RATE_PERIODS = {"s": "second", "sec": "second", "second": "second", "m": "minute",
                 "min": "minute", "minute": "minute", "h": "hour", "hour": "hour",
                 "d": "day", "day": "day"}  # fmt: skip

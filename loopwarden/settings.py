@@ -15,11 +15,13 @@ from loopwarden.env import (
     ConfigError,
     env_bool,
     env_choice,
+    env_emails,
     env_int,
     env_list,
     env_networks,
     env_rate,
     env_str,
+    env_url,
     read_env_file,
 )
 
@@ -56,7 +58,7 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
+SITE_URL = env_url("SITE_URL", "http://127.0.0.1:8000")
 
 # The production switch: served over HTTPS behind a proxy that terminates TLS and sets
 # X-Forwarded-Proto (and strips any the client sent). Production (LOOPWARDEN_REQUIRE_SECRET_KEY)
@@ -393,14 +395,14 @@ RECONCILE_BACKOFF_SECONDS = env_int("RECONCILE_BACKOFF_SECONDS", 5, minimum=1)
 # Near-duplicate similarity by embeddings (tool policies with provider "embedding"): any
 # OpenAI-compatible POST {url}/embeddings. Asked before the task row is locked; slower than the
 # timeout or failing, the decision falls back to the lexical provider and the miss is logged.
-EMBEDDINGS_URL = env_str("LOOPWARDEN_EMBEDDINGS_URL", "")
+EMBEDDINGS_URL = env_url("LOOPWARDEN_EMBEDDINGS_URL", "")
 EMBEDDINGS_MODEL = env_str("LOOPWARDEN_EMBEDDINGS_MODEL", "text-embedding-3-small")
 EMBEDDINGS_KEY = env_str("LOOPWARDEN_EMBEDDINGS_KEY", "")
 EMBEDDINGS_TIMEOUT_MS = env_int("LOOPWARDEN_EMBEDDINGS_TIMEOUT_MS", 300, minimum=1)
 
 # Notifications (NEEDS_HUMAN, spend cap pauses).
-NOTIFY_WEBHOOK_URL = env_str("NOTIFY_WEBHOOK_URL", "")
-NOTIFY_EMAILS = env_list("NOTIFY_EMAILS", [])
+NOTIFY_WEBHOOK_URL = env_url("NOTIFY_WEBHOOK_URL", "")
+NOTIFY_EMAILS = env_emails("NOTIFY_EMAILS")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "loopwarden@localhost")
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10, minimum=1)

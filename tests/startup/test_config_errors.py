@@ -266,3 +266,17 @@ def test_a_bad_cache_url_is_one_line_without_its_password(clean_env):
 
     assert "CACHE_URL" in line and "redis://" in line
     assert "s3cret" not in line
+
+
+@pytest.mark.parametrize("name", ["NOTIFY_WEBHOOK_URL", "LOOPWARDEN_EMBEDDINGS_URL", "SITE_URL"])
+def test_a_url_setting_without_http_is_one_line_that_never_shows_it(clean_env, name):
+    line = one_line(manage(clean_env, "check", **{name: "hooks.example.com/T0/s3cret"}))
+
+    assert name in line and "https://" in line
+    assert "s3cret" not in line
+
+
+def test_an_email_setting_without_an_address_is_one_line(clean_env):
+    line = one_line(manage(clean_env, "check", NOTIFY_EMAILS="ops@example.com,oncall"))
+
+    assert "NOTIFY_EMAILS" in line and "'oncall'" in line
