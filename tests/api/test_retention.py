@@ -281,11 +281,18 @@ def test_beat_runs_the_prune_only_when_retention_is_on():
 
 
 def test_rebuilding_a_pruned_day_keeps_its_rollups(busy_task):
+    then = timezone.now() - timedelta(days=DAYS + 10)
+    for model in (ModelCall, ToolCall, SeenHash, RequestAnswer, Event):
+        model.objects.filter(task_id=busy_task).update(created_at=then)
+    Phase.objects.filter(task_id=busy_task).update(started_at=then, ended_at=then)
+    Task.objects.filter(pk=busy_task).update(created_at=then, ended_at=then)
+    DailyRollup.objects.all().delete()
+    rollups.rollup_day(day=then.date())
     before = list(DailyRollup.objects.order_by("pk").values())
     assert before and before[0]["model_calls"] == 1, before
-    prune()
+    assert retention.trace_prune(days=DAYS).tasks == 1
 
-    rollups.rollup_day(day=timezone.now().date())
-    call_command("rollup_daily", stdout=StringIO())
+    rollups.rollup_day(day=then.date())
+    call_command("rollup_daily", "--date", then.date().isoformat(), stdout=StringIO())
 
     assert list(DailyRollup.objects.order_by("pk").values()) == before

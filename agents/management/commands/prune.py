@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.services.retention import cutoff_of, trace_prune
+from agents.services.retention import MIN_DAYS, cutoff_of, trace_prune
 
 
 class Command(BaseCommand):
@@ -24,13 +24,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, days: int | None, dry_run: bool, max_tasks: int | None, **options):
         days = settings.RETENTION_DAYS if days is None else days
-        if days < 2:
+        if days < MIN_DAYS:
             # As RETENTION_DAYS: the rollup job rebuilds yesterday from the trace.
             raise CommandError(
-                "retention is off (RETENTION_DAYS=0): pass --days N, N 2 or more"
+                f"retention is off (RETENTION_DAYS=0): pass --days N, N {MIN_DAYS} or more"
                 if days == settings.RETENTION_DAYS == 0
-                else f"--days {days}: keep 2 or more days (the rollup job rebuilds yesterday "
-                "from the trace)"
+                else f"--days {days}: keep {MIN_DAYS} or more days (the rollup job rebuilds "
+                "yesterday from the trace)"
             )
         if max_tasks is not None and max_tasks < 1:
             raise CommandError("--max-tasks must be 1 or more")
