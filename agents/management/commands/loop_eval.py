@@ -115,7 +115,10 @@ class Command(BaseCommand):
             traces = labelled_traces()
             source = "labelled tasks in the database"
         else:
-            traces = loop_eval.load_traces(options["traces"])
+            try:
+                traces = loop_eval.load_traces(options["traces"])
+            except loop_eval.TraceFileError as exc:
+                raise CommandError(str(exc)) from None
             source = str(options["traces"])
         if not traces:
             raise CommandError(f"No labelled traces in {source}.")
