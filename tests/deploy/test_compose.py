@@ -143,3 +143,33 @@ def test_nginx_serves_the_static_files_where_the_settings_collect_them(compose, 
     assert collected in services["migrate"]["volumes"]
     assert "collectstatic" in " ".join(command(services["migrate"]))
     assert f"static:{alias.rstrip('/')}:ro" in services["nginx"]["volumes"]
+
+
+def test_the_image_makes_every_folder_a_volume_is_mounted_at_for_its_user(compose):
+    """A named volume mounted where the image has no folder is created root-owned and empty:
+    the app, which runs as a plain user, could not write to it (collectstatic failed, so the
+    migrate service failed, so web never started). Mounted over a folder the image made, the
+    volume takes that folder's owner."""
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    user = re.search(r"^USER\s+(\S+)", dockerfile, re.M).group(1)
+    steps = [step.split() for step in re.split(r"&&|\n|;", dockerfile)]
+    made = {path for words in steps if words[:2] == ["mkdir", "-p"] for path in words[2:]}
+    owned = []  # (path, recursive)
+    for words in steps:
+        if words[:1] == ["chown"]:
+            recursive = "-R" in words
+            args = [w for w in words[1:] if not w.startswith("-")]
+            assert args[0].split(":")[0] == user, words
+            owned += [(path, recursive) for path in args[1:]]
+    for name, service in compose["services"].items():
+        if service.get("image") != "loopwarden:latest":
+            continue
+        for mount in service.get("volumes", []):
+            source, target = mount.split(":")[:2]
+            if source.startswith((".", "/")):
+                continue  # a bind mount: the host's folder
+            assert target in made, f"{name}: {target} is not made in the Dockerfile"
+            assert any(
+                target == path or (recursive and target.startswith(path.rstrip("/") + "/"))
+                for path, recursive in owned
+            ), f"{name}: {target} is not owned by {user}"
