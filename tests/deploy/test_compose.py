@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.test import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ("web", "worker", "beat")
@@ -173,3 +174,33 @@ def test_the_image_makes_every_folder_a_volume_is_mounted_at_for_its_user(compos
                 target == path or (recursive and target.startswith(path.rstrip("/") + "/"))
                 for path, recursive in owned
             ), f"{name}: {target} is not owned by {user}"
+
+
+def _host_nginx_forwards(nginx: str, browser_host: str) -> str:
+    """The Host header nginx sends upstream for a browser's `host:port`, by its config."""
+    variable = re.search(r"proxy_set_header\s+Host\s+(\S+);", nginx).group(1)
+    return {"$host": browser_host.split(":")[0], "$http_host": browser_host}[variable]
+
+
+@pytest.mark.parametrize("browser_host", ["localhost:8080", "127.0.0.1:8080", "localhost:9090"])
+def test_signing_in_through_nginx_passes_the_csrf_check(
+    compose, nginx, browser_host, make_user, settings
+):
+    """README: http://localhost:8080/, LOOPWARDEN_HTTP_PORT for another port; the browser's
+    Origin is the address it typed."""
+    app_env = compose["services"]["web"]["environment"]
+    settings.CSRF_TRUSTED_ORIGINS = re.sub(
+        r"\$\{\w+:-(.*)\}", r"\1", app_env["CSRF_TRUSTED_ORIGINS"]
+    ).split(",")
+    make_user("olivia")
+    browser = Client(enforce_csrf_checks=True)
+    host = _host_nginx_forwards(nginx, browser_host)
+    page = browser.get("/login/", HTTP_HOST=host)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)
+
+    answer = browser.post(
+        "/login/", {"username": "olivia", "password": "pw", "csrfmiddlewaretoken": token},
+        HTTP_HOST=host, HTTP_ORIGIN=f"http://{browser_host}",
+    )  # fmt: skip
+
+    assert answer.status_code == 302, answer.content[:300]
