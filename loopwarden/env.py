@@ -146,6 +146,18 @@ def env_emails(name: str) -> list[str]:
     return addresses
 
 
+def folder_made(name: str, path: Path) -> Path:
+    """`path` made a folder (with its parents) if it is not one yet; `name` is the setting
+    that chose it, named in the one line a failure gives."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{name}: cannot make the folder {path} ({exc.strerror}): name a writable folder"
+        ) from None
+    return path
+
+
 RATE_PERIODS = {"s": "second", "sec": "second", "second": "second", "m": "minute",
                 "min": "minute", "minute": "minute", "h": "hour", "hour": "hour",
                 "d": "day", "day": "day"}  # fmt: skip

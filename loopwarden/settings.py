@@ -22,6 +22,7 @@ from loopwarden.env import (
     env_rate,
     env_str,
     env_url,
+    folder_made,
     read_env_file,
 )
 
@@ -31,7 +32,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # A relative folder is the repository's (`./var`, as .env.example says, is the default's place),
 # not the working directory's: a program started elsewhere finds the same database.
 DATA_DIR = (BASE_DIR / env_str("LOOPWARDEN_DATA_DIR", "var")).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+folder_made("LOOPWARDEN_DATA_DIR", DATA_DIR)
 
 DEBUG = env_bool("DEBUG", False)
 REQUIRE_SECRET_KEY = env_bool("LOOPWARDEN_REQUIRE_SECRET_KEY", False)
@@ -354,7 +355,7 @@ for _broker_url in CELERY_BROKER_URL.split(";"):
 _broker_dir = DATA_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed", "control"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+        folder_made("LOOPWARDEN_DATA_DIR", _broker_dir / sub)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
@@ -417,7 +418,7 @@ NOTIFY_BACKOFF_SECONDS = env_int("NOTIFY_BACKOFF_SECONDS", 10, minimum=1)
 PROMETHEUS_MULTIPROC_DIR = (
     BASE_DIR / env_str("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "prometheus"))
 ).resolve()
-PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+folder_made("PROMETHEUS_MULTIPROC_DIR", PROMETHEUS_MULTIPROC_DIR)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
 # Who may scrape: a bearer token, client addresses, or both (both must then match). With
 # neither set the endpoint answers 404: metrics are never served unprotected by accident.

@@ -280,3 +280,13 @@ def test_an_email_setting_without_an_address_is_one_line(clean_env):
     line = one_line(manage(clean_env, "check", NOTIFY_EMAILS="ops@example.com,oncall"))
 
     assert "NOTIFY_EMAILS" in line and "'oncall'" in line
+
+
+@pytest.mark.parametrize("name", ["LOOPWARDEN_DATA_DIR", "PROMETHEUS_MULTIPROC_DIR"])
+def test_a_folder_setting_that_cannot_be_a_folder_is_one_line(clean_env, tmp_path, name):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+
+    line = one_line(manage(clean_env, "check", **{name: str(a_file)}))
+
+    assert name in line and str(a_file) in line
