@@ -37,6 +37,22 @@ def test_create_agent_prints_a_token_that_runs_tasks(client):
     assert created.body["limits"]["max_model_calls"] == 3
 
 
+def test_create_agent_keeps_the_namespace_that_holds_the_agents_writes(client):
+    """A write committed in one namespace is unknown in another: moving the agent would let
+    the same payment run again."""
+    api = Caller(client, last_line("create_agent", "billing-bot", namespace="billing"))
+    task = api.post("tasks", {"goal": "pay"}).body["id"]
+    write = {"tool": "pay", "args": {"invoice": 7}, "effect": "write", "operation_key": "pay-7"}
+    assert api.post(f"tasks/{task}/tool-calls", write).body["decision"] == "EXECUTE"
+
+    with pytest.raises(CommandError, match="billing"):
+        call_command("create_agent", "billing-bot", namespace="billing-v2", stdout=StringIO())
+
+    assert Agent.objects.get(name="billing-bot").namespace == "billing"
+    again = api.post("tasks", {"goal": "pay again"}).body["id"]
+    assert api.post(f"tasks/{again}/tool-calls", write).body["decision"] != "EXECUTE"
+
+
 def test_create_agent_defaults_the_namespace_to_the_name(client):
     last_line("create_agent", "solo")
 

@@ -6,6 +6,7 @@ from django.db import transaction
 
 from agents.db import storable
 from agents.models import Agent, ApiToken, LimitProfile
+from ledger.models import Operation
 
 
 class Command(BaseCommand):
@@ -55,7 +56,8 @@ class Command(BaseCommand):
                           "daily_cost_cap": cap},
             )  # fmt: skip
             if not created:
-                if namespace:
+                if namespace and namespace != agent.namespace:
+                    _namespace_free(agent)
                     agent.namespace = namespace
                 if chosen:
                     agent.default_profile = chosen
@@ -82,3 +84,13 @@ def _held(value: str, field_name: str, refusal: str) -> None:
         field.run_validators(value)
     except ValidationError:
         raise CommandError(refusal.format(value=value, max_length=field.max_length)) from None
+
+
+def _namespace_free(agent: Agent) -> None:
+    """Refuse (CommandError) to move an agent whose writes are in the ledger of its namespace:
+    in another, the same operation key is unknown and runs again (a second payment)."""
+    if Operation.objects.filter(namespace=agent.namespace, task__agent=agent).exists():
+        raise CommandError(
+            f"agent {agent.name} has writes in the ledger of namespace {agent.namespace!r}: in "
+            "another namespace they would run again; create a new agent for the new namespace"
+        )
