@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from email.utils import parseaddr
 from pathlib import Path
 
 import environ
@@ -137,8 +138,9 @@ def env_emails(name: str) -> list[str]:
     """A comma-separated list of e-mail addresses; empty: none."""
     addresses = env_list(name, [])
     for address in addresses:
-        local, at, domain = address.partition("@")
-        if not (local and at and domain) or any(c.isspace() for c in address):
+        # "ops@example.com" or "Ops <ops@example.com>", as Django's mail takes them.
+        local, at, domain = parseaddr(address)[1].partition("@")
+        if not (local and at and domain):
             raise ConfigError(
                 f"{name}: {address!r} is not an e-mail address: list addresses separated by "
                 "commas, as in ops@example.com,oncall@example.com"

@@ -280,6 +280,8 @@ def test_an_email_setting_without_an_address_is_one_line(clean_env):
     line = one_line(manage(clean_env, "check", NOTIFY_EMAILS="ops@example.com,oncall"))
 
     assert "NOTIFY_EMAILS" in line and "'oncall'" in line
+    named = manage(clean_env, "check", NOTIFY_EMAILS="Ops <ops@example.com>,b@example.org")
+    assert named.returncode == 0, named.stderr  # a name with the address, as Django mails it
 
 
 @pytest.mark.parametrize("name", ["LOOPWARDEN_DATA_DIR", "PROMETHEUS_MULTIPROC_DIR"])
