@@ -18,7 +18,7 @@ def main() -> None:
 
     from loopwarden.startup import explained_errors
 
-    with explained_errors():
+    with explained_errors(migrating=sys.argv[1:2] == ["migrate"]):
         execute_from_command_line(sys.argv)
 
 

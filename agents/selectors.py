@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from axes.models import AccessAttempt
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from agents import loop_eval
@@ -21,6 +21,7 @@ from agents.models import (
     Event,
     EventKind,
     ModelCall,
+    Phase,
     Task,
     TaskStateDelta,
     ToolCall,
@@ -187,6 +188,17 @@ def day_bounds(day: date) -> tuple[datetime, datetime]:
     if day == date.max:
         return start, datetime.max.replace(tzinfo=UTC)
     return start, start + timedelta(days=1)
+
+
+def trace_pruned_between(start: datetime, end: datetime) -> bool:
+    """Whether retention removed trace rows made in [start, end): a phase ran then and ended
+    before its task's trace was pruned. The rollups of such a day cannot be rebuilt."""
+    return Phase.objects.filter(
+        task__trace_pruned_at__isnull=False,
+        started_at__lt=end,
+        ended_at__gte=start,
+        ended_at__lt=F("task__trace_pruned_at"),
+    ).exists()
 
 
 def trips_on(day: date) -> dict[str, int]:

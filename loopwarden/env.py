@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+from email.utils import parseaddr
 from pathlib import Path
 
 import environ
@@ -43,11 +45,28 @@ def read_env_file() -> dict[str, str]:
     path = env_file()
     if path is None:
         return {}
+    _refuse_unreadable_lines(path)
     before = set(os.environ)
     # django-environ parses (quotes, `export`, comments); overwrite=False writes only the
     # variables not set yet: the environment wins.
     environ.Env.read_env(path, overwrite=False)
     return {name: os.environ[name] for name in set(os.environ) - before}
+
+
+# A line django-environ reads (its own pattern); any other it skips with a warning that
+# repeats the line, value and all, and the variable silently keeps its default.
+_ENV_LINE = re.compile(r"\A(?:export )?[A-Za-z_0-9]+=")
+
+
+def _refuse_unreadable_lines(path: Path) -> None:
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#") or _ENV_LINE.match(line):
+            continue
+        name = re.split(r"[\s=:]", line.strip(), maxsplit=1)[0]  # never the value: a secret
+        raise ConfigError(
+            f"{path}, line {number} ({name} ...) is not NAME=value: write it with no spaces "
+            "around =, or start it with # to keep it as a comment"
+        )
 
 
 def env_str(name: str, default: str) -> str:
@@ -99,6 +118,46 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_url(name: str, default: str) -> str:
+    """An http(s) URL with a host. A refused one is never printed: a webhook's path or an
+    endpoint's query is often its secret."""
+    value = env_str(name, default)
+    if not value:
+        return value
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest.split("/")[0]:
+        raise ConfigError(
+            f"{name} is not an http(s) URL: write it whole, as in https://host/path, or unset it"
+        )
+    return value
+
+
+def env_emails(name: str) -> list[str]:
+    """A comma-separated list of e-mail addresses; empty: none."""
+    addresses = env_list(name, [])
+    for address in addresses:
+        # "ops@example.com" or "Ops <ops@example.com>", as Django's mail takes them.
+        local, at, domain = parseaddr(address)[1].partition("@")
+        if not (local and at and domain):
+            raise ConfigError(
+                f"{name}: {address!r} is not an e-mail address: list addresses separated by "
+                "commas, as in ops@example.com,oncall@example.com"
+            )
+    return addresses
+
+
+def folder_made(name: str, path: Path) -> Path:
+    """`path` made a folder (with its parents) if it is not one yet; `name` is the setting
+    that chose it, named in the one line a failure gives."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{name}: cannot make the folder {path} ({exc.strerror}): name a writable folder"
+        ) from None
+    return path
 
 
 RATE_PERIODS = {"s": "second", "sec": "second", "second": "second", "m": "minute",

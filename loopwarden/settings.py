@@ -9,24 +9,30 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from kombu.transport import TRANSPORT_ALIASES
 
 from loopwarden.env import (
     ConfigError,
     env_bool,
     env_choice,
+    env_emails,
     env_int,
     env_list,
     env_networks,
     env_rate,
     env_str,
+    env_url,
+    folder_made,
     read_env_file,
 )
 
 read_env_file()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(env_str("LOOPWARDEN_DATA_DIR", str(BASE_DIR / "var"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+# A relative folder is the repository's (`./var`, as .env.example says, is the default's place),
+# not the working directory's: a program started elsewhere finds the same database.
+DATA_DIR = (BASE_DIR / env_str("LOOPWARDEN_DATA_DIR", "var")).resolve()
+folder_made("LOOPWARDEN_DATA_DIR", DATA_DIR)
 
 DEBUG = env_bool("DEBUG", False)
 REQUIRE_SECRET_KEY = env_bool("LOOPWARDEN_REQUIRE_SECRET_KEY", False)
@@ -36,17 +42,24 @@ if not SECRET_KEY:
         raise ConfigError(
             "SECRET_KEY must be set (LOOPWARDEN_REQUIRE_SECRET_KEY=true): a long random string"
         )
-    # Development fallback: stable per data directory so sessions survive restarts.
+    # Development fallback: stable per data directory so sessions survive restarts. Readable
+    # by its owner only from the first byte, like the demo agent's token.
     key_file = DATA_DIR / "secret_key"
     if not key_file.exists():
         import secrets
 
-        key_file.write_text(secrets.token_urlsafe(50))
+        try:
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process of the same start wrote it first
+            pass
+        else:
+            with os.fdopen(fd, "w") as key_out:
+                key_out.write(secrets.token_urlsafe(50))
     SECRET_KEY = key_file.read_text().strip()
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
+SITE_URL = env_url("SITE_URL", "http://127.0.0.1:8000")
 
 # The production switch: served over HTTPS behind a proxy that terminates TLS and sets
 # X-Forwarded-Proto (and strips any the client sent). Production (LOOPWARDEN_REQUIRE_SECRET_KEY)
@@ -242,7 +255,9 @@ def _cache() -> dict:
         return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     if url.startswith(("redis://", "rediss://", "unix://")):
         return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
-    raise ConfigError(f"CACHE_URL={url!r}: use redis://host:6379/1 (or leave it empty)")
+    raise ConfigError(
+        f"CACHE_URL={_without_password(url)!r}: use redis://host:6379/1 (or leave it empty)"
+    )
 
 
 CACHES = {"default": _cache()}
@@ -327,10 +342,20 @@ SPECTACULAR_SETTINGS = {
 
 # Celery. The embedded default is the filesystem transport: no server to run.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# Each URL (several are separated by ";") names a transport kombu knows: a typo stops every
+# program at start, not the worker with a traceback and the web at its first notification.
+for _broker_url in CELERY_BROKER_URL.split(";"):
+    _scheme, _sep, _ = _broker_url.strip().partition("://")
+    if not _sep or _scheme.split("+")[0] not in TRANSPORT_ALIASES:
+        raise ConfigError(
+            f"CELERY_BROKER_URL={_without_password(_broker_url.strip())!r} names no broker: "
+            "use redis://host:6379/0 or amqp://user:password@host:5672//, or unset it for "
+            "the embedded filesystem://"
+        )
 _broker_dir = DATA_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for sub in ("queue", "processed", "control"):
-        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+        folder_made("LOOPWARDEN_DATA_DIR", _broker_dir / sub)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
@@ -371,14 +396,14 @@ RECONCILE_BACKOFF_SECONDS = env_int("RECONCILE_BACKOFF_SECONDS", 5, minimum=1)
 # Near-duplicate similarity by embeddings (tool policies with provider "embedding"): any
 # OpenAI-compatible POST {url}/embeddings. Asked before the task row is locked; slower than the
 # timeout or failing, the decision falls back to the lexical provider and the miss is logged.
-EMBEDDINGS_URL = env_str("LOOPWARDEN_EMBEDDINGS_URL", "")
+EMBEDDINGS_URL = env_url("LOOPWARDEN_EMBEDDINGS_URL", "")
 EMBEDDINGS_MODEL = env_str("LOOPWARDEN_EMBEDDINGS_MODEL", "text-embedding-3-small")
 EMBEDDINGS_KEY = env_str("LOOPWARDEN_EMBEDDINGS_KEY", "")
 EMBEDDINGS_TIMEOUT_MS = env_int("LOOPWARDEN_EMBEDDINGS_TIMEOUT_MS", 300, minimum=1)
 
 # Notifications (NEEDS_HUMAN, spend cap pauses).
-NOTIFY_WEBHOOK_URL = env_str("NOTIFY_WEBHOOK_URL", "")
-NOTIFY_EMAILS = env_list("NOTIFY_EMAILS", [])
+NOTIFY_WEBHOOK_URL = env_url("NOTIFY_WEBHOOK_URL", "")
+NOTIFY_EMAILS = env_emails("NOTIFY_EMAILS")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "loopwarden@localhost")
 NOTIFY_TIMEOUT_SECONDS = env_int("NOTIFY_TIMEOUT_SECONDS", 10, minimum=1)
@@ -390,10 +415,10 @@ NOTIFY_BACKOFF_SECONDS = env_int("NOTIFY_BACKOFF_SECONDS", 10, minimum=1)
 # (prometheus_client's multiprocess mode). The client reads the folder from the environment,
 # so it is put there before anything imports it; subprocesses inherit it. The gunicorn master
 # empties it at start (loopwarden/gunicorn_metrics.py).
-PROMETHEUS_MULTIPROC_DIR = Path(
-    env_str("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "prometheus"))
+PROMETHEUS_MULTIPROC_DIR = (
+    BASE_DIR / env_str("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "prometheus"))
 ).resolve()
-PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+folder_made("PROMETHEUS_MULTIPROC_DIR", PROMETHEUS_MULTIPROC_DIR)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
 # Who may scrape: a bearer token, client addresses, or both (both must then match). With
 # neither set the endpoint answers 404: metrics are never served unprotected by accident.

@@ -92,22 +92,45 @@ def _database_unreachable() -> str | None:
     return None
 
 
-@contextmanager
-def explained_errors() -> Iterator[None]:
-    """Turn a configuration error, or a database that cannot be reached, into one line.
+def _database_unmigrated() -> str | None:
+    """A one-line problem if the default database has migrations not applied, else None."""
+    from django.db import connections
+    from django.db.migrations.executor import MigrationExecutor
 
-    A database error is explained only when a fresh connection fails too: an error raised by a
-    command that did reach the database (a failing migration, say) keeps its traceback.
+    connection = connections["default"]
+    try:
+        executor = MigrationExecutor(connection)
+        if not executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            return None
+    except Exception:  # a database that cannot say: keep the command's own error
+        return None
+    return (
+        f"the database {database_label(connection.settings_dict)} is not migrated: run "
+        "`.venv/bin/python manage.py migrate` (./dev run does), with the same DATABASE_URL and "
+        "LOOPWARDEN_DATA_DIR"
+    )
+
+
+@contextmanager
+def explained_errors(*, migrating: bool = False) -> Iterator[None]:
+    """Turn a configuration error, a database that cannot be reached, or one not migrated yet
+    (outside `migrate` itself), into one line.
+
+    A database error is explained only when a fresh connection fails too, or migrations are
+    missing: an error raised by a command that did reach a migrated database (or a failing
+    migration) keeps its traceback.
     """
     from django.core.exceptions import ImproperlyConfigured
-    from django.db.utils import InterfaceError, OperationalError
+    from django.db.utils import InterfaceError, OperationalError, ProgrammingError
 
     try:
         yield
     except (ConfigError, ImproperlyConfigured) as exc:
         fail(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-    except (OperationalError, InterfaceError):
-        problem = _database_unreachable()
+    except (OperationalError, InterfaceError, ProgrammingError) as exc:
+        problem = None if isinstance(exc, ProgrammingError) else _database_unreachable()
+        if problem is None and not migrating:
+            problem = _database_unmigrated()
         if problem is None:
             raise
         fail(problem, status=1)

@@ -79,12 +79,30 @@ def providers() -> tuple[str, ...]:
     return (LEXICAL, SEMANTIC) if semantic.available() else (LEXICAL,)
 
 
+class TraceFileError(ValueError):
+    """A trace file that is not a list of traces, each named, labelled loop or legit."""
+
+
+LABELS = ("loop", "legit")
+
+
 def load_traces(directory: Path = TRACES_DIR) -> list[Trace]:
     """The traces of every *.json under `directory` (its parts' folders too)."""
     traces = []
     for path in sorted(directory.rglob("*.json")):
-        for raw in json.loads(path.read_text()):
-            traces.append(Trace(raw["name"], raw["label"], raw.get("kind", ""), raw["calls"]))
+        try:
+            rows = json.loads(path.read_text())
+            for raw in rows:
+                trace = Trace(raw["name"], raw["label"], raw.get("kind", ""), raw["calls"])
+                # A label spelled otherwise would count as legitimate work, silently.
+                if trace.label not in LABELS or not isinstance(trace.calls, list):
+                    raise TraceFileError(f"trace {trace.name!r}: label loop or legit, calls a list")
+                traces.append(trace)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            why = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise TraceFileError(
+                f"{path}: not a list of traces (name, label loop or legit, calls): {why}"
+            ) from None
     return traces
 
 

@@ -11,6 +11,7 @@ import logging
 
 from agents import metrics
 from agents.guard import terms
+from agents.redaction import DEFAULT
 
 log = logging.getLogger("loopwarden.decisions")
 # One encoder for every line: `json.dumps(..., default=str)` builds a new one per call.
@@ -61,13 +62,13 @@ def decision_logged(
         line.update(
             tool=tool_call.tool,
             fingerprint=tool_call.fingerprint or None,
-            operation_key=tool_call.operation_key or None,
+            operation_key=_masked(tool_call.operation_key),
             duration_ms=tool_call.duration_ms,
             seq=tool_call.seq,
         )
     if operation is not None:
         line.update(tool=operation.tool, fingerprint=operation.fingerprint or None,
-                    operation_key=operation.operation_key)  # fmt: skip
+                    operation_key=_masked(operation.operation_key))  # fmt: skip
     log.info(_encode(line))
     # A trigger: a rule that fired without stopping (a BLOCK), or a stop of the guard's own (a
     # breaker trip, `terms.is_trip`): completing is not a trip, nor a stop by a person or by
@@ -78,3 +79,9 @@ def decision_logged(
     if trigger and terms.REASON_CODES.get(trigger):
         log.info(_encode({**line, "event": "guard_trigger", "trigger_of": event,
                       "reason": trigger, "code": terms.REASON_CODES.get(trigger)}))  # fmt: skip
+
+
+def _masked(operation_key: str | None) -> str | None:
+    """An operation key as the console shows it: an agent may derive one from a secret (a card
+    number), and log lines travel further than the console (2 us a key)."""
+    return DEFAULT.mask_text(operation_key) if operation_key else None

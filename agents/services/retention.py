@@ -31,6 +31,8 @@ from agents.models import Event, ModelCall, RequestAnswer, SeenHash, Task, ToolC
 from agents.selectors import PEOPLES_ACTIONS
 from ledger.selectors import touches_unresolved
 
+# The fewest days retention keeps: the rollup job rebuilds yesterday from the trace.
+MIN_DAYS = 2
 BATCH_ROWS = 5000  # rows one transaction deletes
 TASKS_PER_ROUND = 1000  # tasks whose rows one round deletes, then marks
 # Task rows one mark statement updates: the mark is the only lock a decision could wait on (a
@@ -112,8 +114,8 @@ def trace_prune(
     Takes no task row lock while deleting: each batch deletes at most `batch_rows` rows of
     ended tasks in its own transaction. Marks the tasks afterwards (see the module docstring).
     """
-    if days < 1:
-        raise ValueError("retention needs at least one day")
+    if days < MIN_DAYS:
+        raise ValueError(f"retention keeps at least {MIN_DAYS} days")
     now = now or timezone.now()
     result = PruneResult(cutoff=cutoff_of(days, now), dry_run=dry_run)
     candidates = prunable_tasks(result.cutoff).values_list("pk", flat=True)

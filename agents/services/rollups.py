@@ -8,7 +8,7 @@ a whole UTC day at a time, so rebuilding a day any number of times gives the sam
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 
 from django.db import connection, transaction
@@ -19,7 +19,8 @@ from django.utils import timezone
 from agents.db.domains import MoneyField
 from agents.guard import terms
 from agents.models import DailyRollup, ModelCall, ToolCall
-from agents.selectors import breaker_trips, day_bounds
+from agents.selectors import breaker_trips, day_bounds, trace_pruned_between
+from agents.services.retention import MIN_DAYS
 
 CENT_MICROS = Decimal("0.000001")
 _money = MoneyField()
@@ -43,8 +44,9 @@ def rollup_day(*, day: date) -> int:
     """Rebuild the rollup rows of one UTC day; returns how many rows the day has.
 
     Upserts one row per (agent, profile) that had activity and deletes rows of that day that
-    no longer have any (a task deleted since). Runs in one transaction; two rebuilds of a day
-    racing each other both write the same numbers.
+    no longer have any (a task deleted since). A day whose trace retention pruned in part is
+    left as it is: its rows are the only history left of it. Runs in one transaction; two
+    rebuilds of a day racing each other both write the same numbers.
     """
     with transaction.atomic():
         serial_plans()
@@ -64,6 +66,10 @@ def serial_plans() -> None:
 
 def _rollup_day(day: date) -> int:
     start, end = day_bounds(day)
+    # Retention removes only rows older than MIN_DAYS: a recent day (the beat job's today and
+    # yesterday) needs no look.
+    if start < timezone.now() - timedelta(days=MIN_DAYS) and trace_pruned_between(start, end):
+        return DailyRollup.objects.filter(day=day).count()
     in_day = Q(created_at__gte=start, created_at__lt=end)
     key = ("task__agent_id", "task__profile__name")
     totals: dict[tuple[int, str], dict] = defaultdict(_empty)

@@ -8,7 +8,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from agents.models import (
@@ -254,7 +254,45 @@ def test_the_command_removes_what_it_prints(busy_task):
     assert trace_of(busy_task)["tool_calls"] == 0
 
 
+def test_the_command_refuses_one_day_as_the_setting_does(busy_task):
+    """One day would remove yesterday's trace, which the rollup job still rebuilds from."""
+    Task.objects.filter(pk=busy_task).update(ended_at=timezone.now() - timedelta(hours=30))
+    before = trace_of(busy_task)
+
+    with pytest.raises(CommandError, match="2 or more"):
+        call_command("prune", "--days=1", stdout=StringIO())
+
+    assert trace_of(busy_task) == before
+
+
+def test_the_command_refuses_more_days_than_the_calendar_holds(busy_task):
+    before = trace_of(busy_task)
+
+    with pytest.raises(CommandError, match="--days"):
+        call_command("prune", "--days=99999999", "--dry-run", stdout=StringIO())
+
+    assert trace_of(busy_task) == before
+
+
 def test_beat_runs_the_prune_only_when_retention_is_on():
     assert "prune-trace" not in beat_schedule(sweep_seconds=15, rollup_seconds=300)
     on = beat_schedule(sweep_seconds=15, rollup_seconds=300, prune_seconds=3600)
     assert on["prune-trace"]["task"] == "agents.tasks.prune_trace"
+
+
+def test_rebuilding_a_pruned_day_keeps_its_rollups(busy_task):
+    then = timezone.now() - timedelta(days=DAYS + 10)
+    for model in (ModelCall, ToolCall, SeenHash, RequestAnswer, Event):
+        model.objects.filter(task_id=busy_task).update(created_at=then)
+    Phase.objects.filter(task_id=busy_task).update(started_at=then, ended_at=then)
+    Task.objects.filter(pk=busy_task).update(created_at=then, ended_at=then)
+    DailyRollup.objects.all().delete()
+    rollups.rollup_day(day=then.date())
+    before = list(DailyRollup.objects.order_by("pk").values())
+    assert before and before[0]["model_calls"] == 1, before
+    assert retention.trace_prune(days=DAYS).tasks == 1
+
+    rollups.rollup_day(day=then.date())
+    call_command("rollup_daily", "--date", then.date().isoformat(), stdout=StringIO())
+
+    assert list(DailyRollup.objects.order_by("pk").values()) == before

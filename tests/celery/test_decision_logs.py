@@ -81,3 +81,18 @@ def test_a_stop_by_a_person_or_the_agent_is_not_a_trigger(make_task, agent_row, 
     stops = json_logs("stop")
     assert [line["reason"] for line in stops] == ["operator_stop", "agent_stop"]
     assert json_logs("guard_trigger") == []
+
+
+def test_a_secret_in_an_operation_key_is_masked_in_the_log_as_in_the_console(
+    make_task, agent_row, json_logs
+):
+    task = make_task()
+    key = "charge-card-4111111111111111"
+    runner.tool_call_request(
+        task_id=task.pk, agent=agent_row, tool="charge", args={"n": 1}, effect=terms.WRITE,
+        operation_key=key,
+    )  # fmt: skip
+
+    [line] = json_logs("tool_call")
+    assert "4111111111111111" not in line["operation_key"]
+    assert line["operation_key"].startswith("charge-card-")

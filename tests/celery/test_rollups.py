@@ -7,7 +7,7 @@ from decimal import Decimal
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from agents.guard import terms
@@ -113,6 +113,14 @@ def test_the_command_rebuilds_the_days_asked_for(busy_day):
         f"{today - timedelta(days=1)}: 0 row(s)", f"{today}: 2 row(s)",
     ]  # fmt: skip
     assert DailyRollup.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_the_command_refuses_days_before_the_first_date_in_one_line():
+    with pytest.raises(CommandError, match="--days"):
+        call_command("rollup_daily", "--date", "0001-01-01", "--days", "2", stdout=StringIO())
+
+    assert not DailyRollup.objects.exists()
 
 
 def test_completing_is_not_a_trip(make_task, agent_row):

@@ -87,6 +87,24 @@ def test_loop_eval_exports_the_operators_labels_as_a_trace_file(
     assert row.replays[0].trace is trace
 
 
+def test_loop_eval_exports_no_secret_an_agent_sent(as_operator, tripped_task, tmp_path):
+    """The file is meant for the repository (tuning/): what the console masks stays masked."""
+    secret = "hunter2-pa55word"
+    tripped_task.tool_call_rows.update(
+        args={"query": "refund policy", "password": secret},
+        result_kind="SUCCESS",
+        result_data={"session": secret, "text": f"logged in with password={secret}"},
+    )
+    as_operator.post(f"/tasks/{tripped_task.pk}/label/", {"label": "real_loop"})
+    target = tmp_path / "operators.json"
+
+    call_command("loop_eval", "--export-labels", str(target), stdout=io.StringIO())
+
+    assert secret not in target.read_text()
+    [trace] = loop_eval.load_traces(tmp_path)
+    assert trace.calls[0]["args"]["query"] == "refund policy"
+
+
 def test_loop_eval_refuses_to_export_when_nothing_is_labelled(tmp_path, db):
     with pytest.raises(CommandError, match="No labelled tasks"):
         call_command("loop_eval", "--export-labels", str(tmp_path / "x.json"))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from django.test import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ("web", "worker", "beat")
@@ -143,3 +144,63 @@ def test_nginx_serves_the_static_files_where_the_settings_collect_them(compose, 
     assert collected in services["migrate"]["volumes"]
     assert "collectstatic" in " ".join(command(services["migrate"]))
     assert f"static:{alias.rstrip('/')}:ro" in services["nginx"]["volumes"]
+
+
+def test_the_image_makes_every_folder_a_volume_is_mounted_at_for_its_user(compose):
+    """A named volume mounted where the image has no folder is created root-owned and empty:
+    the app, which runs as a plain user, could not write to it (collectstatic failed, so the
+    migrate service failed, so web never started). Mounted over a folder the image made, the
+    volume takes that folder's owner."""
+    dockerfile = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    user = re.search(r"^USER\s+(\S+)", dockerfile, re.M).group(1)
+    steps = [step.split() for step in re.split(r"&&|\n|;", dockerfile)]
+    made = {path for words in steps if words[:2] == ["mkdir", "-p"] for path in words[2:]}
+    owned = []  # (path, recursive)
+    for words in steps:
+        if words[:1] == ["chown"]:
+            recursive = "-R" in words
+            args = [w for w in words[1:] if not w.startswith("-")]
+            assert args[0].split(":")[0] == user, words
+            owned += [(path, recursive) for path in args[1:]]
+    for name, service in compose["services"].items():
+        if service.get("image") != "loopwarden:latest":
+            continue
+        for mount in service.get("volumes", []):
+            source, target = mount.split(":")[:2]
+            if source.startswith((".", "/")):
+                continue  # a bind mount: the host's folder
+            assert target in made, f"{name}: {target} is not made in the Dockerfile"
+            assert any(
+                target == path or (recursive and target.startswith(path.rstrip("/") + "/"))
+                for path, recursive in owned
+            ), f"{name}: {target} is not owned by {user}"
+
+
+def _host_nginx_forwards(nginx: str, browser_host: str) -> str:
+    """The Host header nginx sends upstream for a browser's `host:port`, by its config."""
+    variable = re.search(r"proxy_set_header\s+Host\s+(\S+);", nginx).group(1)
+    return {"$host": browser_host.split(":")[0], "$http_host": browser_host}[variable]
+
+
+@pytest.mark.parametrize("browser_host", ["localhost:8080", "127.0.0.1:8080", "localhost:9090"])
+def test_signing_in_through_nginx_passes_the_csrf_check(
+    compose, nginx, browser_host, make_user, settings
+):
+    """README: http://localhost:8080/, LOOPWARDEN_HTTP_PORT for another port; the browser's
+    Origin is the address it typed."""
+    app_env = compose["services"]["web"]["environment"]
+    settings.CSRF_TRUSTED_ORIGINS = re.sub(
+        r"\$\{\w+:-(.*)\}", r"\1", app_env["CSRF_TRUSTED_ORIGINS"]
+    ).split(",")
+    make_user("olivia")
+    browser = Client(enforce_csrf_checks=True)
+    host = _host_nginx_forwards(nginx, browser_host)
+    page = browser.get("/login/", HTTP_HOST=host)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)
+
+    answer = browser.post(
+        "/login/", {"username": "olivia", "password": "pw", "csrfmiddlewaretoken": token},
+        HTTP_HOST=host, HTTP_ORIGIN=f"http://{browser_host}",
+    )  # fmt: skip
+
+    assert answer.status_code == 302, answer.content[:300]

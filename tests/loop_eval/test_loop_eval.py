@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from agents import loop_eval, semantic
 from agents.guard.fingerprint import canonical_json
@@ -114,3 +114,16 @@ def test_the_command_replays_a_folder_of_ones_own_as_one_set(tmp_path):
                  stdout=out)  # fmt: skip
 
     assert f"1 traces from {folder}: 1 (1 loops, 0 legitimate)" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", '[{"name": "x"}]', '[{"name": "x", "label": "Loop", "calls": []}]'],
+    ids=["not_json", "no_label", "unknown_label"],
+)
+def test_a_trace_file_it_cannot_use_is_named_in_one_line(tmp_path, content):
+    (tmp_path / "good.json").write_text('[{"name": "a", "label": "loop", "calls": []}]')
+    (tmp_path / "mine.json").write_text(content)
+
+    with pytest.raises(CommandError, match="mine.json"):
+        call_command("loop_eval", "--traces", str(tmp_path), stdout=io.StringIO())

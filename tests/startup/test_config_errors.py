@@ -218,3 +218,77 @@ def test_a_bad_value_stops_gunicorn_with_one_line(clean_env):
 
     line = one_line(result)
     assert "WEB_THREADS" in line
+
+
+def test_a_command_on_a_database_never_migrated_says_to_migrate(clean_env):
+    line = one_line(manage(clean_env, "create_agent", "demo"))
+
+    assert "manage.py migrate" in line and "loopwarden.sqlite3" in line
+
+
+@pytest.mark.skipif(not _postgres_answers(), reason="no PostgreSQL on 127.0.0.1:5432")
+def test_a_command_on_an_empty_postgresql_database_says_to_migrate(clean_env):
+    name = f"lw_unmigrated_{os.getpid()}"
+    admin = "postgres://postgres@127.0.0.1:5432/postgres"
+    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True)
+    try:
+        url = f"postgres://postgres@127.0.0.1:5432/{name}"
+        line = one_line(manage(clean_env, "prune", "--dry-run", "--days=30", DATABASE_URL=url))
+    finally:
+        subprocess.run(["psql", admin, "-qc", f"DROP DATABASE {name}"], check=True)
+
+    assert "manage.py migrate" in line and name in line
+
+
+def test_the_generated_secret_key_is_readable_by_its_owner_only(clean_env):
+    assert manage(clean_env, "check").returncode == 0
+
+    key_file = Path(clean_env["LOOPWARDEN_DATA_DIR"]) / "secret_key"
+    assert len(key_file.read_text().strip()) >= 50
+    assert key_file.stat().st_mode & 0o077 == 0, oct(key_file.stat().st_mode)
+
+
+@pytest.mark.parametrize("program", ["manage", "worker"])
+def test_a_broker_url_of_no_known_transport_is_one_line_without_its_password(clean_env, program):
+    url = "reddis://:s3cret@127.0.0.1:6379/0"  # a typo of redis
+    if program == "manage":
+        result = manage(clean_env, "check", CELERY_BROKER_URL=url)
+    else:
+        result = celery(clean_env, "worker", "-Q", "lw_no_queue", CELERY_BROKER_URL=url)
+
+    line = one_line(result)
+    assert "CELERY_BROKER_URL" in line and "redis://" in line
+    assert "s3cret" not in line
+
+
+def test_a_bad_cache_url_is_one_line_without_its_password(clean_env):
+    line = one_line(manage(clean_env, "check", CACHE_URL="memcache://ops:s3cret@cache:11211"))
+
+    assert "CACHE_URL" in line and "redis://" in line
+    assert "s3cret" not in line
+
+
+@pytest.mark.parametrize("name", ["NOTIFY_WEBHOOK_URL", "LOOPWARDEN_EMBEDDINGS_URL", "SITE_URL"])
+def test_a_url_setting_without_http_is_one_line_that_never_shows_it(clean_env, name):
+    line = one_line(manage(clean_env, "check", **{name: "hooks.example.com/T0/s3cret"}))
+
+    assert name in line and "https://" in line
+    assert "s3cret" not in line
+
+
+def test_an_email_setting_without_an_address_is_one_line(clean_env):
+    line = one_line(manage(clean_env, "check", NOTIFY_EMAILS="ops@example.com,oncall"))
+
+    assert "NOTIFY_EMAILS" in line and "'oncall'" in line
+    named = manage(clean_env, "check", NOTIFY_EMAILS="Ops <ops@example.com>,b@example.org")
+    assert named.returncode == 0, named.stderr  # a name with the address, as Django mails it
+
+
+@pytest.mark.parametrize("name", ["LOOPWARDEN_DATA_DIR", "PROMETHEUS_MULTIPROC_DIR"])
+def test_a_folder_setting_that_cannot_be_a_folder_is_one_line(clean_env, tmp_path, name):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+
+    line = one_line(manage(clean_env, "check", **{name: str(a_file)}))
+
+    assert name in line and str(a_file) in line

@@ -177,3 +177,18 @@ def test_dev_reset_removes_the_demo_state(clean_env, tmp_path):  # noqa: F811
     assert result.returncode == 0, result.stderr
     assert not (data_dir / "loopwarden.sqlite3").exists() and not (data_dir / "broker").exists()
     assert "loopwarden.sqlite3" in result.stdout and "broker" in result.stdout
+
+
+def test_dev_reset_refuses_while_dev_run_runs_on_its_data(dev_server, clean_env):  # noqa: F811
+    url, data_dir = dev_server
+    venv = Path(sys.executable).parent.parent
+
+    result = subprocess.run(
+        [str(ROOT / "dev"), "reset"], env={**clean_env, "LOOPWARDEN_VENV": str(venv)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert result.returncode == 1, result.stdout
+    assert "./dev run" in result.stderr and "removed" not in result.stdout
+    assert (data_dir / "loopwarden.sqlite3").exists() and (data_dir / "broker").exists()
+    assert httpx.get(url + "/login/", timeout=30).status_code == 200

@@ -3,6 +3,7 @@ the environment wins over the file. Each case runs `manage.py` in a subprocess, 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,41 @@ def test_dev_reset_finds_the_data_folder_the_file_names(clean_env, tmp_path):  #
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"removed {data}/simulator.log"
     assert not (data / "simulator.log").exists()
+
+
+def test_a_relative_data_dir_is_the_repositorys_wherever_it_starts(clean_env, tmp_path):  # noqa: F811
+    """`.env.example` says LOOPWARDEN_DATA_DIR=./var, the default's place: a manage.py,
+    gunicorn or Celery started from another folder must find the same database."""
+    path = tmp_path / "relative.env"
+    relative = os.path.relpath(tmp_path / "data", ROOT)
+    path.write_text(f"LOOPWARDEN_DATA_DIR={relative}\n")
+    env = {k: v for k, v in clean_env.items() if k != "LOOPWARDEN_DATA_DIR"}
+    shown = (
+        "from django.conf import settings; "
+        "print(settings.DATA_DIR, settings.DATABASES['default']['NAME'], sep='|')"
+    )
+
+    elsewhere = tmp_path / "a" / "folder" / "elsewhere"
+    elsewhere.mkdir(parents=True)
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", shown],
+        env={**env, "LOOPWARDEN_ENV_FILE": str(path)}, cwd=elsewhere, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    data_dir, database = result.stdout.strip().splitlines()[-1].split("|")
+    assert data_dir == str(tmp_path / "data")
+    assert database == str(tmp_path / "data" / "loopwarden.sqlite3")
+
+
+@pytest.mark.parametrize("line", ["LOG_LEVEL = error", "SITE_URL: https://x.example"])
+def test_a_line_the_file_cannot_be_read_by_is_one_line_not_a_default(clean_env, tmp_path, line):  # noqa: F811
+    path = tmp_path / "spaced.env"
+    path.write_text(f"# fine\nDEBUG=false\n{line}\nSECRET_KEY = s3cret-value-never-shown\n")
+
+    shown = one_line(manage(clean_env, "check", LOOPWARDEN_ENV_FILE=str(path)))
+
+    assert "line 3" in shown and line.split()[0].rstrip(":") in shown and "NAME=value" in shown
+    assert "s3cret" not in shown

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
-
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from agents.db import storable
 from agents.models import Agent, ApiToken, LimitProfile
+from ledger.models import Operation
 
 
 class Command(BaseCommand):
@@ -29,10 +28,17 @@ class Command(BaseCommand):
             _held(namespace, "namespace", refusal)
         cap = None
         if daily_cap is not None:
+            # The column's own rules (a finite amount, 6 decimals, 14 digits): NaN or 1e30
+            # failed with a traceback, 0.0000001 was kept as a cap of 0.
+            field = Agent._meta.get_field("daily_cost_cap")
             try:
-                cap = Decimal(daily_cap)
-            except InvalidOperation:
-                raise CommandError(f"--daily-cap {daily_cap!r} is not a number") from None
+                cap = field.clean(daily_cap, None)
+            except ValidationError:
+                raise CommandError(
+                    f"--daily-cap {daily_cap!r} is not an amount: at most "
+                    f"{field.max_digits - field.decimal_places} digits before the point and "
+                    f"{field.decimal_places} after, e.g. 10.00"
+                ) from None
             if cap < 0:
                 raise CommandError("--daily-cap must be zero or more")
         with transaction.atomic():
@@ -50,7 +56,8 @@ class Command(BaseCommand):
                           "daily_cost_cap": cap},
             )  # fmt: skip
             if not created:
-                if namespace:
+                if namespace and namespace != agent.namespace:
+                    _namespace_free(agent)
                     agent.namespace = namespace
                 if chosen:
                     agent.default_profile = chosen
@@ -77,3 +84,13 @@ def _held(value: str, field_name: str, refusal: str) -> None:
         field.run_validators(value)
     except ValidationError:
         raise CommandError(refusal.format(value=value, max_length=field.max_length)) from None
+
+
+def _namespace_free(agent: Agent) -> None:
+    """Refuse (CommandError) to move an agent whose writes are in the ledger of its namespace:
+    in another, the same operation key is unknown and runs again (a second payment)."""
+    if Operation.objects.filter(namespace=agent.namespace, task__agent=agent).exists():
+        raise CommandError(
+            f"agent {agent.name} has writes in the ledger of namespace {agent.namespace!r}: in "
+            "another namespace they would run again; create a new agent for the new namespace"
+        )

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents import loop_eval
-from agents.selectors import labelled_traces
+from agents.selectors import labelled_traces, redactor
 
 
 class Command(BaseCommand):
@@ -96,6 +96,16 @@ class Command(BaseCommand):
         if not traces:
             raise CommandError("No labelled tasks in the database: label stops in the console.")
         path.parent.mkdir(parents=True, exist_ok=True)
+        # The file is meant for the repository: masked as the console shows it, by each tool's
+        # redaction policy (replays judge the shape of calls, not their secrets).
+        masks = redactor(operator=True)
+        for trace in traces:
+            for call in trace.calls:
+                call["args"] = masks.apply(call["args"], call["tool"])
+                if "data" in call:
+                    call["data"] = masks.apply(call["data"], call["tool"])
+                if "job_id" in call:
+                    call["job_id"] = masks.text(call["job_id"])
         rows = [asdict(t) for t in traces]
         path.write_text(json.dumps(rows, indent=1, ensure_ascii=False, default=str) + "\n")
         self.stdout.write(f"{len(traces)} labelled traces written to {path}")
@@ -105,7 +115,10 @@ class Command(BaseCommand):
             traces = labelled_traces()
             source = "labelled tasks in the database"
         else:
-            traces = loop_eval.load_traces(options["traces"])
+            try:
+                traces = loop_eval.load_traces(options["traces"])
+            except loop_eval.TraceFileError as exc:
+                raise CommandError(str(exc)) from None
             source = str(options["traces"])
         if not traces:
             raise CommandError(f"No labelled traces in {source}.")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.services.retention import trace_prune
+from agents.services.retention import MIN_DAYS, cutoff_of, trace_prune
 
 
 class Command(BaseCommand):
@@ -14,7 +14,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--days", type=int, default=None, help="keep this many days")
+        parser.add_argument(
+            "--days", type=int, default=None, help="keep this many days (2 or more)"
+        )
         parser.add_argument(
             "--dry-run", action="store_true", help="print what would be removed, remove nothing"
         )
@@ -22,10 +24,20 @@ class Command(BaseCommand):
 
     def handle(self, *args, days: int | None, dry_run: bool, max_tasks: int | None, **options):
         days = settings.RETENTION_DAYS if days is None else days
-        if days < 1:
-            raise CommandError("retention is off (RETENTION_DAYS=0): pass --days N, N >= 1")
+        if days < MIN_DAYS:
+            # As RETENTION_DAYS: the rollup job rebuilds yesterday from the trace.
+            raise CommandError(
+                f"retention is off (RETENTION_DAYS=0): pass --days N, N {MIN_DAYS} or more"
+                if days == settings.RETENTION_DAYS == 0
+                else f"--days {days}: keep {MIN_DAYS} or more days (the rollup job rebuilds "
+                "yesterday from the trace)"
+            )
         if max_tasks is not None and max_tasks < 1:
             raise CommandError("--max-tasks must be 1 or more")
+        try:
+            cutoff_of(days)
+        except OverflowError:
+            raise CommandError(f"--days {days}: more days than the calendar holds") from None
         result = trace_prune(days=days, dry_run=dry_run, max_tasks=max_tasks)
         verb = "would remove" if dry_run else "removed"
         self.stdout.write(

@@ -9,7 +9,10 @@ from agents.services.rollups import rollup_day
 
 
 class Command(BaseCommand):
-    help = "Rebuild the daily report rows of a UTC day (default: today). Idempotent."
+    help = (
+        "Rebuild the daily report rows of a UTC day (default: today). Idempotent. A day whose "
+        "trace retention pruned keeps its rows: they are all that is left of it."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -26,6 +29,8 @@ class Command(BaseCommand):
             last = date.fromisoformat(day) if day else timezone.now().date()
         except ValueError:
             raise CommandError(f"--date {day!r} is not a date (use YYYY-MM-DD)") from None
+        if days - 1 > (last - date.min).days:
+            raise CommandError(f"--days {days}: no day comes before {date.min.isoformat()}")
         for offset in range(days - 1, -1, -1):
             one = last - timedelta(days=offset)
             self.stdout.write(f"{one.isoformat()}: {rollup_day(day=one)} row(s)")
