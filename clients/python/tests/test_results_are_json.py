@@ -61,3 +61,22 @@ def test_a_nan_in_a_writes_result_is_reported_and_the_operation_committed(lw, op
     assert operation_state(operator, key) == "COMMITTED"
     [operation] = [op for op in operator.list_operations() if op["key"] == key]
     assert operation["result"] == {"score": "NaN", "ceiling": "Infinity", "floor": "-Infinity"}
+
+
+def cut_text(args: dict) -> dict:
+    return {"note": "paid \U0001f4b8"[:-1] + "\ud83d"}  # an emoji cut in half: a lone surrogate
+
+
+def test_a_lone_surrogate_in_a_writes_result_is_reported_and_the_operation_committed(
+    lw, operator, unique
+):
+    """UTF-8 has no form for a lone surrogate (httpx raised UnicodeEncodeError while sending
+    the report): the write that ran must still reach the ledger, and REUSE gives it back."""
+    s = lw.session(lw.create_task("pay with a cut emoji")["id"])
+    key = f"pay-{unique}"
+    s.tool("pay", {"invoice": unique}, cut_text, effect="write", operation_key=key,
+           inspect=committed)  # fmt: skip
+    assert operation_state(operator, key) == "COMMITTED"
+    again = s.tool("pay", {"invoice": unique}, cut_text, effect="write", operation_key=key,
+                   inspect=committed)  # fmt: skip
+    assert again == {"success": True, "reused": True, "data": cut_text({})}

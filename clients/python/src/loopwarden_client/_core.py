@@ -8,6 +8,7 @@ the flows. Nothing here is public API: import from `loopwarden_client`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -125,6 +126,18 @@ def parse_response(
         if request.stop_raises and body["decision"] == STOP:
             raise TaskStopped(body.get("report"), task_id=request.task_id)
     return body
+
+
+def json_body(body: Any) -> bytes:
+    """A request's JSON body as UTF-8. A lone surrogate (text cut in the middle of an emoji's
+    pair, a file name decoded with surrogateescape) has no UTF-8 form: such a body is sent
+    with every non-ASCII character escaped, the JSON form the server reads and, in a tool's
+    result, stores encoded: a tool that ran must never be left unreported for its text."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 def http_options(base_url: str, token: str, timeout: float) -> JSON:
