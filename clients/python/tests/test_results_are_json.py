@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
+import pytest
 from loopwarden_client import Plan, run
 from scenarios import operation_state
 
@@ -80,3 +81,23 @@ def test_a_lone_surrogate_in_a_writes_result_is_reported_and_the_operation_commi
     again = s.tool("pay", {"invoice": unique}, cut_text, effect="write", operation_key=key,
                    inspect=committed)  # fmt: skip
     assert again == {"success": True, "reused": True, "data": cut_text({})}
+
+
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr needs a session that is closed")
+
+
+@pytest.mark.parametrize(
+    "answer", [{"n": 10**5000}, {"row": Unprintable()}], ids=["huge_int", "failing_repr"]
+)
+def test_a_result_without_any_text_form_is_reported_and_the_operation_committed(
+    lw, operator, unique, answer
+):
+    """An int past Python's 4300 digits (`str` refuses it) or an object whose repr raises: the
+    last resort's own failure left the write IN_FLIGHT; it is reported by its type instead."""
+    s = lw.session(lw.create_task("pay with an unprintable result")["id"])
+    key = f"pay-{unique}"
+    s.tool("pay", {"invoice": unique}, lambda args: answer, effect="write",
+           operation_key=key, inspect=committed)  # fmt: skip
+    assert operation_state(operator, key) == "COMMITTED"

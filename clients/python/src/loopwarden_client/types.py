@@ -37,14 +37,23 @@ def jsonable(value: Any) -> Any:
 
     The tool already ran, so its result must reach the server whatever it holds: a Decimal is
     sent as its exact text, a date or time in ISO 8601, a UUID as text, a pydantic model or
-    dataclass-like object by its `model_dump()` or `dict()`, anything else by its repr. A float
-    JSON has no number for (NaN, Infinity, -Infinity) is sent as that name, as text: sent as
-    is, the whole report would be refused.
+    dataclass-like object by its `model_dump()` or `dict()`, anything else by its repr (its
+    type's name when the repr raises). A float JSON has no number for (NaN, Infinity,
+    -Infinity) is sent as that name, as text: sent as is, the whole report would be refused.
     """
     try:
         return json.loads(json.dumps(value, default=_fallback), parse_constant=str)
     except (TypeError, ValueError):
+        return _text(value)
+
+
+def _text(value: Any) -> str:
+    """The last resort: a value's repr, or its type's name when even that raises (an int past
+    Python's 4300 digits, an object whose repr needs what is gone)."""
+    try:
         return repr(value)
+    except Exception:  # noqa: BLE001 - the tool ran: its result is reported whatever it is
+        return f"<{type(value).__qualname__} without a text form>"
 
 
 def _fallback(value: Any) -> Any:
@@ -61,7 +70,7 @@ def _fallback(value: Any) -> Any:
                 return method()
             except Exception:  # noqa: BLE001 - a best effort at a JSON form
                 break
-    return repr(value)
+    return _text(value)
 
 
 def check_evidence(evidence: Mapping[str, Any] | None) -> None:
