@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
@@ -173,7 +174,8 @@ def send_flow(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -
     """One request as the clients send it: the driver's `send` transmits it and hands back the
     HTTP response, sent again as long as `retry` says so (a refusal the server rolled back, a
     connection never made, a decision's lost answer), and read by `parse_response`. A paginated
-    request (`request.pages`) follows every `next` link and answers every page's items together."""
+    request (`request.pages`) follows every `next` link (its query, on the request's own path) and
+    answers every page's items together."""
     if not request.pages:
         return (yield from _sent(request, retry, hook))
     page = replace(request, items=None)
@@ -190,10 +192,17 @@ def send_flow(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -
         link = body.get("next")
         if not link:
             break
-        page = replace(page, path=str(link), params=None)  # the link carries the query
+        page = replace(page, params=_query(link))
     if request.items is not None:
         return unwrap_items(whole, request.items, 200)
     return whole
+
+
+def _query(link: Any) -> dict[str, str]:
+    """A `next` link's query, sent on the request's own path: the link names the host the
+    server believes it has (behind a proxy that rewrites `Host`, one the client never chose),
+    and the pages, the token with them, go only where the base URL says."""
+    return dict(parse_qsl(urlsplit(str(link)).query, keep_blank_values=True))
 
 
 def _sent(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -> Flow[Any]:
