@@ -215,7 +215,7 @@ def _sent(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -> Fl
             if delay is None:
                 raise
         else:
-            delay = retry.after_refusal(response, tries)
+            delay = retry.after_refusal(response, tries, request)
             if delay is None:
                 return parse_response(request, response, hook)
         yield Sleep(delay)
