@@ -140,12 +140,25 @@ def json_body(body: Any) -> bytes:
         return json.dumps(body, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
+def bearer(token: str) -> str:
+    """The Authorization header of `token`, read as a file holds it (a mounted secret ends with
+    a newline): spaces around it are not part of it. A token holding anything but visible
+    ASCII is refused here, by position only: httpx's own error quotes the whole header, and
+    with it the secret, into tracebacks and logs."""
+    token = token.strip()
+    bad = next((n for n, char in enumerate(token) if not "!" <= char <= "~"), None)
+    if bad is not None or not token:
+        where = f"at character {bad + 1}" if bad is not None else "it is empty"
+        raise ValueError(f"the token cannot be sent in an HTTP header ({where})")
+    return f"Bearer {token}"
+
+
 def http_options(base_url: str, token: str, timeout: float) -> JSON:
     return {
         # httpx appends relative paths to the base URL's path only if it ends with "/".
         "base_url": base_url.rstrip("/") + "/",
         "headers": {
-            "Authorization": f"Bearer {token}",
+            "Authorization": bearer(token),
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         },
