@@ -1,6 +1,7 @@
-"""Behind a reverse proxy, a backend that restarts answers the proxy's own 502 or 504 page, not
-the API's envelope. A decision carries a `request_id`, so it is sent again as a lost answer is:
-the tool that ran is reported, not raised away with its write left IN_FLIGHT."""
+"""A backend that restarts: behind a reverse proxy it answers the proxy's own 502 or 504 page,
+not the API's envelope, and without one it is not there at all. A decision carries a
+`request_id`, so it is sent again as a lost answer is: the tool that ran is reported, whole,
+not raised away with its write left IN_FLIGHT or committed without its result."""
 
 from __future__ import annotations
 
@@ -17,46 +18,66 @@ from scenarios import operation_state
 BAD_GATEWAY = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 
 
-@pytest.fixture
-def restarting(live) -> Iterator[tuple[str, list[str]]]:
-    """(a proxy's API URL, the paths it is to answer 502 the next time it sees them)."""
-    upstream = urlsplit(live.api)
-    failing: list[str] = []
+class Proxy:
+    """A reverse proxy before the live server, on one port: `failing` holds the path endings it
+    is to answer 502 the next time it sees them; `down()` and `up()` stop and restart it."""
 
-    class Proxy(BaseHTTPRequestHandler):
-        def forward(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if failed := [suffix for suffix in failing if self.path.endswith(suffix)]:
-                failing.remove(failed[0])
-                self.send_response(502)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(BAD_GATEWAY)))
+    def __init__(self, api: str) -> None:
+        upstream = urlsplit(api)
+        self.failing: list[str] = []
+        failing = self.failing
+
+        class Handler(BaseHTTPRequestHandler):
+            def forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if failed := [suffix for suffix in failing if self.path.endswith(suffix)]:
+                    failing.remove(failed[0])
+                    self.answer(502, "text/html", BAD_GATEWAY)
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                answer = httpx.request(
+                    self.command, f"{upstream.scheme}://{upstream.netloc}{self.path}",
+                    headers=headers, content=body, timeout=30,
+                )  # fmt: skip
+                self.answer(answer.status_code, answer.headers["Content-Type"], answer.content)
+
+            def answer(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(BAD_GATEWAY)
-                return
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-            answer = httpx.request(self.command, f"{upstream.scheme}://{upstream.netloc}{self.path}",
-                                   headers=headers, content=body, timeout=30)  # fmt: skip
-            self.send_response(answer.status_code)
-            for name in ("Content-Type", "Retry-After"):
-                if name in answer.headers:
-                    self.send_header(name, answer.headers[name])
-            self.send_header("Content-Length", str(len(answer.content)))
-            self.end_headers()
-            self.wfile.write(answer.content)
+                self.wfile.write(body)
 
-        do_GET = do_POST = forward
+            do_GET = do_POST = forward
 
-        def log_message(self, *args: object) -> None:
-            pass
+            def log_message(self, *args: object) -> None:
+                pass
 
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        self.handler = Handler
+        self.server: ThreadingHTTPServer | None = None
+        self.port = 0
+        self.up()
+        self.url = f"http://127.0.0.1:{self.port}{upstream.path}"
+
+    def up(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+@pytest.fixture
+def proxy(live) -> Iterator[Proxy]:
+    proxy = Proxy(live.api)
     try:
-        yield f"http://127.0.0.1:{proxy.server_address[1]}{upstream.path}", failing
+        yield proxy
     finally:
-        proxy.shutdown()
-        proxy.server_close()
+        proxy.down()
 
 
 def committed(data: object) -> dict:
@@ -65,26 +86,52 @@ def committed(data: object) -> dict:
 
 @pytest.mark.parametrize("path", ["/tool-calls", "/result"], ids=["request", "result"])
 def test_a_decision_answered_by_a_gateway_error_is_sent_again_and_the_write_commits(
-    live, operator, restarting, unique, path
+    live, operator, proxy, unique, path
 ):
-    url, failing = restarting
     ran: list[dict] = []
-    with Client(url, live.agent_token, sleep=lambda seconds: None) as client:
+    with Client(proxy.url, live.agent_token, sleep=lambda seconds: None) as client:
         session = client.session(client.create_task(f"pay through a proxy {unique}")["id"])
-        failing.append(path)
+        proxy.failing.append(path)
         message = session.tool("pay", {"invoice": unique}, ran.append, effect="write",
                                operation_key=f"pay-{unique}", inspect=committed)  # fmt: skip
-    assert message["success"] is True and len(ran) == 1 and failing == []
+    assert message["success"] is True and len(ran) == 1 and proxy.failing == []
     assert operation_state(operator, f"pay-{unique}") == "COMMITTED"
 
 
-def test_a_gateway_error_is_raised_for_what_is_no_decision(live, restarting, unique):
+def test_a_gateway_error_is_raised_for_what_is_no_decision(live, proxy, unique):
     """A task's creation has no `request_id`: sent again, it could make a second task."""
-    url, failing = restarting
-    failing.append("/tasks")
+    proxy.failing.append("/tasks")
     with (
-        Client(url, live.agent_token, sleep=lambda seconds: None) as client,
+        Client(proxy.url, live.agent_token, sleep=lambda seconds: None) as client,
         pytest.raises(LoopwardenError) as caught,
     ):
         client.create_task(f"create through a proxy {unique}")
     assert str(caught.value) == "502 HTTP_502: 502 Bad Gateway"
+
+
+def test_a_writes_result_is_kept_when_the_server_is_down_longer_than_one_round_of_sends(
+    live, operator, proxy, unique
+):
+    """A server restarting for longer than one round of sends (0.5 + 1 + 2 + 4 s): its body
+    was never the matter, so the result is sent again whole and the ledger keeps it, rather
+    than committed without its data and REUSE answering null."""
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 6:  # the server is back while the second round is under way
+            proxy.up()
+
+    def pay(args: dict) -> dict:
+        proxy.down()  # the payment is made, then the server goes away before its report
+        return {"payment": f"pay-{unique}"}
+
+    key = f"pay-{unique}"
+    with Client(proxy.url, live.agent_token, sleep=sleep) as client:
+        session = client.session(client.create_task(f"pay during a restart {unique}")["id"])
+        session.tool("pay", {"invoice": unique}, pay, effect="write", operation_key=key,
+                     inspect=committed)  # fmt: skip
+        again = session.tool("pay", {"invoice": unique}, pay, effect="write",
+                             operation_key=key, inspect=committed)  # fmt: skip
+    assert operation_state(operator, key) == "COMMITTED"
+    assert again == {"success": True, "reused": True, "data": {"payment": key}}

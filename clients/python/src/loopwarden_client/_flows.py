@@ -31,7 +31,7 @@ from loopwarden_client._core import (
     parse_response,
     unwrap_items,
 )
-from loopwarden_client._retry import DEFAULT_RETRY, RetryPolicy
+from loopwarden_client._retry import DEFAULT_RETRY, UNSENT, RetryPolicy
 from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.novelty import result_hash
 from loopwarden_client.types import (
@@ -313,10 +313,17 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
     write must reach the ledger): a report the server cannot take whole, refused for its size
     (413) or depth (BODY_TOO_DEEP), or with the connection dropped under it (a server that
     refuses a body before reading it may reset the connection), is sent once more without its
-    data, the data's hash kept for the novelty rule. Both under one `request_id`: a first that
+    data, the data's hash kept for the novelty rule; one that never reached the server (a
+    connection never made) is sent once more whole. Both under one `request_id`: a first that
     did arrive answers both."""
     fields = {**report.result_fields(), "request_id": uuid.uuid4().hex}
     try:
+        return (yield REQUESTS.report_result(
+            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+        ))  # fmt: skip
+    except UNSENT:
+        # The server was not there (restarting past one round of sends): the body was never
+        # the matter, so one more round sends it whole; the ledger keeps the result.
         return (yield REQUESTS.report_result(
             task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
         ))  # fmt: skip
