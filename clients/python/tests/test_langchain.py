@@ -490,3 +490,22 @@ def test_a_handled_error_of_a_write_leaves_its_operation_unknown(lw, operator, s
         agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
     assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
     assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_a_read_answering_a_lone_surrogate_is_reported_and_the_run_finishes(lw, session):
+    """Text cut inside an emoji's surrogate pair has no UTF-8 form: hashing it for novelty
+    raised inside the tool call, which was reported NO_RESULT and failed the task."""
+    s = session()
+
+    @tool
+    def search(query: str) -> str:
+        """Search the knowledge base."""
+        return "Refunds take 5 days \ud83d"
+
+    model = ScriptedModel(script=[[SEARCH], "done"])
+    agent = create_agent(model, [search], middleware=[LoopwardenMiddleware(s)])
+    agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+    [call] = [c for c in lw.trace(s.task_id)["calls"] if c["type"] == "tool_call"]
+    assert (call["decision"], call["result_kind"]) == ("EXECUTE", "SUCCESS")
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
