@@ -4,6 +4,8 @@ its data, so the operation is COMMITTED, not left IN_FLIGHT to go UNKNOWN."""
 
 from __future__ import annotations
 
+from datetime import date
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,7 +18,15 @@ def nested(depth: int) -> Any:
     return value
 
 
-@pytest.mark.parametrize("answer", [nested(100), "x" * 3_000_000], ids=["too_deep", "too_large"])
+# An export's rows hold what JSON has no type for: sent as text, and hashed as sent.
+EXPORT = {"rows": [{"total": Decimal("12.50"), "on": date(2026, 1, 2), "memo": "x" * 300}] * 10_000}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [nested(100), "x" * 3_000_000, EXPORT],
+    ids=["too_deep", "too_large", "too_large_with_decimals"],
+)
 def test_a_write_whose_result_cannot_be_stored_whole_still_commits(lw, operator, unique, answer):
     task = lw.create_task(f"oversized {unique}")
     session = lw.session(task["id"])

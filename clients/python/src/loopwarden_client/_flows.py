@@ -333,7 +333,7 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
         )
         if "data" not in fields or not too_large:
             raise
-    fields["data_hash"] = report.data_hash or result_hash(report.data)
+    fields["data_hash"] = report.data_hash or result_hash(fields["data"])  # the data as sent
     del fields["data"]
     return (yield REQUESTS.report_result(
         task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
