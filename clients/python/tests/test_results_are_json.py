@@ -83,19 +83,29 @@ def test_a_lone_surrogate_in_a_writes_result_is_reported_and_the_operation_commi
     assert again == {"success": True, "reused": True, "data": cut_text({})}
 
 
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"inner": value}
+    return value
+
+
 class Unprintable:
     def __repr__(self) -> str:
         raise RuntimeError("repr needs a session that is closed")
 
 
 @pytest.mark.parametrize(
-    "answer", [{"n": 10**5000}, {"row": Unprintable()}], ids=["huge_int", "failing_repr"]
+    "answer",
+    [{"n": 10**5000}, {"row": Unprintable()}, nested(5000)],
+    ids=["huge_int", "failing_repr", "past_pythons_recursion_limit"],
 )
 def test_a_result_without_any_text_form_is_reported_and_the_operation_committed(
     lw, operator, unique, answer
 ):
-    """An int past Python's 4300 digits (`str` refuses it) or an object whose repr raises: the
-    last resort's own failure left the write IN_FLIGHT; it is reported by its type instead."""
+    """An int past Python's 4300 digits (`str` refuses it), an object whose repr raises, a tree
+    deeper than Python's recursion limit (a parsed document): the encoding's or the last
+    resort's own failure left the write IN_FLIGHT; it is reported by its type instead."""
     s = lw.session(lw.create_task("pay with an unprintable result")["id"])
     key = f"pay-{unique}"
     s.tool("pay", {"invoice": unique}, lambda args: answer, effect="write",

@@ -43,13 +43,14 @@ def jsonable(value: Any) -> Any:
     """
     try:
         return json.loads(json.dumps(value, default=_fallback), parse_constant=str)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested past the limit
         return _text(value)
 
 
 def _text(value: Any) -> str:
     """The last resort: a value's repr, or its type's name when even that raises (an int past
-    Python's 4300 digits, an object whose repr needs what is gone)."""
+    Python's 4300 digits, an object whose repr needs what is gone, a tree past the recursion
+    limit)."""
     try:
         return repr(value)
     except Exception:  # noqa: BLE001 - the tool ran: its result is reported whatever it is
