@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
-from loopwarden_client import Plan, run
+from loopwarden_client import Plan, ToolReport, run
 from scenarios import operation_state
 
 
@@ -111,3 +111,23 @@ def test_a_result_without_any_text_form_is_reported_and_the_operation_committed(
     s.tool("pay", {"invoice": unique}, lambda args: answer, effect="write",
            operation_key=key, inspect=committed)  # fmt: skip
     assert operation_state(operator, key) == "COMMITTED"
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        ToolReport(kind="PENDING", job_id=12345, wait_ms=1000),  # a provider's numeric job id
+        ToolReport(kind="RETRYABLE", wait_ms=1.5 * 1000),  # Retry-After seconds, in ms
+        ToolReport(kind="RETRYABLE", wait_ms=0.4, attempts=2.0),  # under a millisecond
+        ToolReport(kind="RETRYABLE", wait_ms=100, error=TimeoutError("no answer")),  # error=exc
+    ],
+    ids=["int_job_id", "float_wait", "fractional_wait", "exception_as_error"],
+)
+def test_a_report_written_the_way_python_allows_is_sent_as_the_api_takes_it(lw, report):
+    """The tool ran, so its call must close: a float wait, an int job id or an exception as
+    the error were refused 400 and raised, the call left open (a write's IN_FLIGHT)."""
+    s = lw.session(lw.create_task("report fields as python has them")["id"])
+    message = s.tool("export", {"n": 1}, lambda args: report)
+    [call] = [c for c in lw.trace(s.task_id)["calls"] if c["type"] == "tool_call"]
+    assert (call["decision"], call["result_kind"]) == ("EXECUTE", report.kind)
+    assert message["success"] is False and message["retryable"] is True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, time
@@ -74,6 +75,17 @@ def _fallback(value: Any) -> Any:
     return _text(value)
 
 
+def _whole(number: Any) -> Any:
+    """A finite float or Decimal count rounded up to an int; anything else as it is."""
+    if isinstance(number, float | Decimal) and math.isfinite(number):
+        return math.ceil(number)
+    return number
+
+
+def _str(text: Any) -> str | None:
+    return None if text is None else text if isinstance(text, str) else _text(text)
+
+
 def check_evidence(evidence: Mapping[str, Any] | None) -> None:
     """Refuse malformed evidence where it is written, before anything is sent: sent, it
     would stop the task (invalid_evidence)."""
@@ -104,16 +116,19 @@ class ToolReport:
         check_evidence(self.evidence)
 
     def result_fields(self) -> JSON:
-        """The result endpoint's fields besides `kind`, as JSON (see `jsonable`)."""
+        """The result endpoint's fields besides `kind`, as JSON (see `jsonable`). The tool ran,
+        so the counts and texts go as the API takes them, however Python let them be written:
+        a float wait or attempts rounded up to whole ones (a wait stays above zero), a job id,
+        code or error that is no text (an int, an exception) as its text."""
         return drop_none(
             data=jsonable(self.data),
             evidence=jsonable(dict(self.evidence)) if self.evidence is not None else None,
-            wait_ms=self.wait_ms,
-            job_id=self.job_id,
-            attempts=self.attempts,
-            code=self.code,
-            error=self.error,
-            data_hash=self.data_hash,
+            wait_ms=_whole(self.wait_ms),
+            job_id=_str(self.job_id),
+            attempts=_whole(self.attempts),
+            code=_str(self.code),
+            error=_str(self.error),
+            data_hash=_str(self.data_hash),
         )
 
     def tool_message(self) -> JSON:
