@@ -109,9 +109,21 @@ def unwrap_items(body: Any, key: str, status: int) -> list[JSON]:
 def parse_response(
     request: Request, response: httpx.Response, hook: DecisionHook | None = None
 ) -> Any:
-    """Decode an answer: raise on errors, report decisions to `hook`, raise TaskStopped on STOP."""
+    """Decode an answer: raise on errors, report decisions to `hook`, raise TaskStopped on STOP.
+
+    A redirect (a server deployed for HTTPS asked over plain HTTP) did nothing: it is raised,
+    never read as an empty answer, so a stop or a finish that changed nothing never looks done.
+    """
     if response.status_code >= 400:
         raise error_from_response(response)
+    if 300 <= response.status_code < 400:
+        where = response.headers.get("Location") or "another URL"
+        raise LoopwardenError(
+            response.status_code,
+            "REDIRECTED",
+            f"the server redirects this request to {where}; nothing was done. "
+            "Give the client the base URL it redirects to",
+        )
     if not response.content:
         return {}
     try:
