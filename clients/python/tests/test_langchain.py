@@ -310,6 +310,25 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
     assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
+@pytest.mark.parametrize(
+    "invoice", ["I-" + "9" * 400, "I-1\u200b2"], ids=["key_too_long", "key_with_a_zero_width"]
+)
+def test_a_key_the_server_refuses_is_answered_to_the_model(lw, session, invoice):
+    """Arguments whose operation key the server refuses (past 300 characters, an invisible
+    character) are the model's mistake as a missing one is: they ended the whole run with a
+    400 LoopwardenError, the task left RUNNING."""
+    tools, s = Tools(), session()
+    _, agent = agent_for([[("pay", {"invoice": invoice, "amount": "1"})], "I need the number."],
+                         tools, LoopwardenMiddleware(s, tools=PAY))  # fmt: skip
+    result = agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    answer = result["messages"][-2]
+    assert answer.status == "error" and "INVALID_TOOL_ARGUMENTS" in answer.content
+    assert "operation key" in answer.content
+    assert tools.ran == [] and tool_decisions(lw, s.task_id) == []
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+
+
 def test_after_an_operators_resume_the_same_agent_calls_the_model_again(lw, operator, session):
     tools, s = Tools(), session(max_model_calls=2)
     guard = LoopwardenMiddleware(s, tools=PAY)

@@ -42,7 +42,7 @@ from typing import Any, TypedDict
 from loopwarden_client._core import REQUESTS
 from loopwarden_client._flows import Flow, Invoke, adrive
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.errors import TaskStopped
+from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.novelty import result_hash
 from loopwarden_client.types import (
     COMPLETED,
@@ -401,9 +401,11 @@ class Guard:
 
         Arguments that cannot derive the call's operation key (or polled job) are the model's
         mistake, as a schema violation is: the model gets the INVALID outcome's message, the
-        tool does not run and nothing is asked. A request without the key would stop the task
-        (missing_operation_key) for what the model can fix in its next turn, and the model
-        gate and repeated_output still bound a model that keeps making it.
+        tool does not run and nothing is asked; so are arguments whose key or job the server
+        refuses (400: past its length, an invisible character), the tool not run either. A
+        request without the key would stop the task (missing_operation_key) for what the
+        model can fix in its next turn, and the model gate and repeated_output still bound a
+        model that keeps making it.
         """
         spec = self.spec(name)
         args = dict(args)
@@ -419,11 +421,17 @@ class Guard:
                 task = yield REQUESTS.get_task(self.task_id)
                 self._revision = int(task.get("revision") or 0)
             inspect = _commit_evidence(spec, self._revision)
+        ran: list[bool] = []
+
+        def run(args: Mapping[str, Any]) -> Any:
+            ran.append(True)
+            return (execute if self.evidence is not None else _with_data_hash(execute))(args)
+
         try:
             outcome = yield from self.session.tool_flow(
                 name,
                 args,
-                execute if self.evidence is not None else _with_data_hash(execute),
+                run,
                 effect=spec.effect,
                 operation_key=operation_key,
                 job_id=job_id,
@@ -433,6 +441,15 @@ class Guard:
         except TaskStopped as stop:
             self.report = stop.report
             raise
+        except LoopwardenError as refused:
+            # The server refused what the arguments derived (a key past its length, an
+            # invisible character): the model's mistake too, and the tool did not run.
+            derived = {"operation_key": "its operation key", "job_id": "the job it polls"}
+            field = next((f for f in derived if f in refused.fields), None)
+            if ran or refused.status != 400 or field is None:
+                raise
+            invalid = InvalidArguments(derived[field], ValueError(refused.fields[field]))
+            return ToolOutcome(invalid.tool_message(name), INVALID)
         if outcome.report is not None:
             self.report = outcome.report
         return outcome
