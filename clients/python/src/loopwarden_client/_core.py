@@ -19,7 +19,7 @@ import httpx
 
 from loopwarden_client._version import VERSION
 from loopwarden_client.errors import LoopwardenError, TaskStopped
-from loopwarden_client.types import JSON, STOP, check_evidence, drop_none
+from loopwarden_client.types import JSON, STOP, check_evidence, drop_none, whole
 
 # Called with (endpoint name, request body, response body) for every answer carrying a decision.
 DecisionHook = Callable[[str, JSON, JSON], None]
@@ -262,11 +262,12 @@ class Api(Generic[D, L, A]):
         """Settle a model call with its real usage and the tool calls the model asked for.
 
         Answers `{"decision": "CONTINUE"}`; raises TaskStopped on STOP (e.g. repeated_output).
-        Always recorded by the server, even on a stopped task: the money was spent.
+        Always recorded by the server, even on a stopped task: the money was spent. Counts
+        given as floats (an estimate divided out) are sent rounded up to whole tokens.
         """
         body = drop_none(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            prompt_tokens=whole(prompt_tokens),
+            completion_tokens=whole(completion_tokens),
             tool_calls=[_model_tool_call(c) for c in tool_calls] if tool_calls else None,
             output_text=output_text,
         )

@@ -75,7 +75,7 @@ def _fallback(value: Any) -> Any:
     return _text(value)
 
 
-def _whole(number: Any) -> Any:
+def whole(number: Any) -> Any:
     """A finite float or Decimal count rounded up to an int; anything else as it is."""
     if isinstance(number, float | Decimal) and math.isfinite(number):
         return math.ceil(number)
@@ -123,9 +123,9 @@ class ToolReport:
         return drop_none(
             data=jsonable(self.data),
             evidence=jsonable(dict(self.evidence)) if self.evidence is not None else None,
-            wait_ms=_whole(self.wait_ms),
+            wait_ms=whole(self.wait_ms),
             job_id=_str(self.job_id),
-            attempts=_whole(self.attempts),
+            attempts=whole(self.attempts),
             code=_str(self.code),
             error=_str(self.error),
             data_hash=_str(self.data_hash),
