@@ -528,3 +528,17 @@ def test_a_read_answering_a_lone_surrogate_is_reported_and_the_run_finishes(lw, 
     assert (call["decision"], call["result_kind"]) == ("EXECUTE", "SUCCESS")
     task = lw.get_task(s.task_id)
     assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+
+
+@pytest.mark.parametrize("text", ["Refunds take 5 days.\x00", "Refunds take 5 days \ud83d"],
+                         ids=["nul", "lone_surrogate"])  # fmt: skip
+def test_a_final_answer_the_database_cannot_hold_still_finishes_the_task(lw, session, text):
+    """The answer goes with `finish`, which the server refuses (400 UNSUPPORTED_TEXT) for a
+    NUL or a lone surrogate: the run that had ended well raised, its task left RUNNING until
+    its deadline. The answer is sent with U+FFFD in their place."""
+    tools, s = Tools(), session()
+    _, agent = agent_for([[SEARCH], text], tools, LoopwardenMiddleware(s))
+    result = agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+    assert result["messages"][-1].content == text  # the agent's own answer is untouched
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
@@ -59,6 +60,9 @@ from loopwarden_client.types import (
 )
 
 MAX_ANSWER = 4000  # characters of the final answer sent with `finish`
+# What the server's database cannot hold (NUL, lone surrogates), refused in a finish's answer
+# (400 UNSUPPORTED_TEXT): the answer is the agent's words for a person, sent with U+FFFD there.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def answer_text(output: Any) -> str:
@@ -457,10 +461,11 @@ class Guard:
     def finish(self, answer: str | None) -> Flow[JSON | None]:
         """The run ended with the agent's final answer: finish the task with the verifier's
         latest evidence (COMPLETED if it says done, else PARTIAL/goal_unverified) and keep
-        its report. Nothing is asked when the task already ended or `keep_open` is set."""
+        its report. Nothing is asked when the task already ended or `keep_open` is set. The
+        answer's text the database cannot hold (NUL, a lone surrogate) is sent as U+FFFD."""
         if self.keep_open or self.report is not None:
             return None
-        answer = answer[:MAX_ANSWER] if answer else None
+        answer = _UNSTORABLE.sub("\ufffd", answer[:MAX_ANSWER]) if answer else None
         task = yield REQUESTS.finish(self.task_id, evidence=self.verified, answer=answer)
         self.report = task.get("report")
         return task
