@@ -24,6 +24,11 @@ class LoopwardenError(Exception):
         self.message = message
         self.fields: dict[str, Any] = dict(fields or {})
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Four arguments: the default pickling (the message alone) cannot rebuild it, and a
+        # process pool that got it from a worker broke whole instead of raising it.
+        return (type(self), (self.status, self.code, self.message, self.fields))
+
 
 class TaskStopped(Exception):
     """The guard answered STOP: the task is terminal; `report` is its stored stop report.
