@@ -11,3 +11,18 @@ def test_usage_counted_as_floats_is_reported_rounded_up(lw):
         call.usage(len(prompt) / 4, 20.0)  # an estimate where the provider gave none
     [model_call] = [c for c in lw.trace(s.task_id)["calls"] if c["type"] == "model_call"]
     assert (model_call["prompt_tokens"], model_call["completion_tokens"]) == (350, 20)
+
+
+def test_tool_calls_whose_arguments_are_the_providers_json_text_are_reported(lw):
+    """OpenAI's chat API gives a tool call's arguments as JSON text: reported as given, the
+    usage of a paid call raised ValueError out of the `with` block and was never recorded."""
+    s = lw.session(lw.create_task("usage with raw tool calls")["id"])
+    raw = [{"name": "search", "args": '{"q": "order 7"}'}, {"name": "ping", "args": "not json"}]
+    with s.model_call(model="gpt-x", est_prompt_tokens=500) as call:
+        call.usage(480, 20, tool_calls=raw)
+    [model_call] = [c for c in lw.trace(s.task_id)["calls"] if c["type"] == "model_call"]
+    assert model_call["prompt_tokens"] == 480
+    assert model_call["tool_calls"] == [
+        {"name": "search", "args": {"q": "order 7"}},
+        {"name": "ping", "args": {"arguments": "not json"}},
+    ]

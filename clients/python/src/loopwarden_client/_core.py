@@ -8,6 +8,7 @@ the flows. Nothing here is public API: import from `loopwarden_client`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -388,8 +389,19 @@ class Api(Generic[D, L, A]):
 
 
 def _model_tool_call(call: Mapping[str, Any]) -> JSON:
-    """The `{name, args}` part of a tool call the model asked for, as the usage report wants."""
-    return {"name": call["name"], "args": dict(call.get("args") or {})}
+    """The `{name, args}` part of a tool call the model asked for, as the usage report wants.
+
+    Arguments given as the provider's JSON text (OpenAI's `function.arguments`) are read as
+    JSON; anything that is no object goes as `{"arguments": ...}`: the usage of a paid call
+    is reported whatever form its tool calls came in."""
+    args = call.get("args") or {}
+    if isinstance(args, str):
+        with contextlib.suppress(ValueError):  # no JSON: sent as the text it is
+            args = json.loads(args)
+    return {
+        "name": call["name"],
+        "args": dict(args) if isinstance(args, Mapping) else {"arguments": args},
+    }
 
 
 class _RequestBuilder(Api[Request, Request, Request]):
