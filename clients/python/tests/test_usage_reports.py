@@ -26,3 +26,18 @@ def test_tool_calls_whose_arguments_are_the_providers_json_text_are_reported(lw)
         {"name": "search", "args": {"q": "order 7"}},
         {"name": "ping", "args": {"arguments": "not json"}},
     ]
+
+
+def test_run_takes_a_plans_tool_call_arguments_as_json_text(lw):
+    """`run` returns the task however the loop ends: a plan carrying the provider's JSON
+    text as a call's arguments raised ValueError out of it, the task left RUNNING."""
+    from loopwarden_client import Plan, run
+
+    task_id = lw.create_task("run with raw tool calls")["id"]
+    steps = iter([Plan(tool_calls=[{"name": "search", "args": '{"q": "order 7"}'}]),
+                  Plan(answer="found it")])  # fmt: skip
+    ran: list[dict] = []
+    task = run(lw, task_id, lambda history: next(steps),
+               lambda name, args: ran.append(args) or {"hits": 1})  # fmt: skip
+    assert ran == [{"q": "order 7"}]
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")

@@ -388,20 +388,21 @@ class Api(Generic[D, L, A]):
         return self._send(Request("unpause_agent", "POST", path, {"reason": reason}))
 
 
-def _model_tool_call(call: Mapping[str, Any]) -> JSON:
-    """The `{name, args}` part of a tool call the model asked for, as the usage report wants.
-
-    Arguments given as the provider's JSON text (OpenAI's `function.arguments`) are read as
-    JSON; anything that is no object goes as `{"arguments": ...}`: the usage of a paid call
-    is reported whatever form its tool calls came in."""
-    args = call.get("args") or {}
+def tool_args(args: Any) -> JSON:
+    """A tool call's arguments as an object. Given as the provider's JSON text (OpenAI's
+    `function.arguments`) they are read as JSON; anything that is no object goes as
+    `{"arguments": ...}`: a paid call's usage is reported, and a plan run, whatever form its
+    tool calls came in."""
+    args = args or {}
     if isinstance(args, str):
         with contextlib.suppress(ValueError):  # no JSON: sent as the text it is
             args = json.loads(args)
-    return {
-        "name": call["name"],
-        "args": dict(args) if isinstance(args, Mapping) else {"arguments": args},
-    }
+    return dict(args) if isinstance(args, Mapping) else {"arguments": args}
+
+
+def _model_tool_call(call: Mapping[str, Any]) -> JSON:
+    """The `{name, args}` part of a tool call the model asked for, as the usage report wants."""
+    return {"name": call["name"], "args": tool_args(call.get("args"))}
 
 
 class _RequestBuilder(Api[Request, Request, Request]):

@@ -29,6 +29,7 @@ from loopwarden_client._core import (
     DecisionHook,
     Request,
     parse_response,
+    tool_args,
     unwrap_items,
 )
 from loopwarden_client._retry import DEFAULT_RETRY, UNSENT, RetryPolicy
@@ -441,7 +442,7 @@ def run_flow(
             if step.done or not step.tool_calls:  # no tool asked for: the final answer
                 return (yield REQUESTS.finish(task_id, evidence=step.evidence, answer=step.answer))
             for call in step.tool_calls:
-                name, args = call["name"], dict(call.get("args") or {})
+                name, args = call["name"], tool_args(call.get("args"))
                 outcome = yield from tool_flow(
                     task_id,
                     name,
