@@ -452,8 +452,8 @@ class Guard:
             field = next((f for f in derived if f in refused.fields), None)
             if ran or refused.status != 400 or field is None:
                 raise
-            invalid = InvalidArguments(derived[field], ValueError(refused.fields[field]))
-            return ToolOutcome(invalid.tool_message(name), INVALID)
+            mistake = InvalidArguments(derived[field], ValueError(refused.fields[field]))
+            return ToolOutcome(mistake.tool_message(name), INVALID)
         if outcome.report is not None:
             self.report = outcome.report
         return outcome
