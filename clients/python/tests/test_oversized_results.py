@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from loopwarden_client import TaskStopped
 
 
 def nested(depth: int) -> Any:
@@ -48,3 +49,21 @@ def test_a_write_whose_result_cannot_be_stored_whole_still_commits(lw, operator,
     assert first["success"] is True and len(ran) == 1
     assert op["state"] == "COMMITTED"
     assert again["reused"] is True and again["data"] is None  # nothing kept to give back
+
+
+def test_a_write_that_raised_with_a_huge_message_is_reported_unknown(lw, operator, unique):
+    """A tool's exception carrying a whole response body in its message: the NO_RESULT
+    report was refused 413 for its `error`, raised LoopwardenError and left the write
+    IN_FLIGHT; the error is sent cut, and the write is UNKNOWN for a human at once."""
+    session = lw.session(lw.create_task(f"huge error {unique}")["id"])
+    key = f"huge-error-{unique}"
+
+    def execute(args):
+        raise RuntimeError("upstream answered: " + "x" * 3_000_000)
+
+    with pytest.raises(TaskStopped) as caught:
+        session.tool("export", {"ref": unique}, execute, effect="write", operation_key=key)
+    assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    [op] = [o for o in operator.list_operations() if o["key"] == key]
+    assert op["state"] == "UNKNOWN"

@@ -82,6 +82,17 @@ def whole(number: Any) -> Any:
     return number
 
 
+MAX_ERROR = 2000  # characters of a result's `error` sent (a tool's exception, a handed-back one)
+
+
+def _cut(text: str | None) -> str | None:
+    """An error as long as a person reads: an exception that carries a whole response body
+    would make the report too large to take (413), and a tool that ran must be reported."""
+    if text is None or len(text) <= MAX_ERROR:
+        return text
+    return f"{text[:MAX_ERROR]}… ({len(text)} characters)"
+
+
 def _str(text: Any) -> str | None:
     return None if text is None else text if isinstance(text, str) else _text(text)
 
@@ -119,7 +130,8 @@ class ToolReport:
         """The result endpoint's fields besides `kind`, as JSON (see `jsonable`). The tool ran,
         so the counts and texts go as the API takes them, however Python let them be written:
         a float wait or attempts rounded up to whole ones (a wait stays above zero), a job id,
-        code or error that is no text (an int, an exception) as its text."""
+        code or error that is no text (an int, an exception) as its text, an error past
+        `MAX_ERROR` characters cut there."""
         return drop_none(
             data=jsonable(self.data),
             evidence=jsonable(dict(self.evidence)) if self.evidence is not None else None,
@@ -127,7 +139,7 @@ class ToolReport:
             job_id=_str(self.job_id),
             attempts=whole(self.attempts),
             code=_str(self.code),
-            error=_str(self.error),
+            error=_cut(_str(self.error)),
             data_hash=_str(self.data_hash),
         )
 
