@@ -405,11 +405,9 @@ class Guard:
 
         Arguments that cannot derive the call's operation key (or polled job) are the model's
         mistake, as a schema violation is: the model gets the INVALID outcome's message, the
-        tool does not run and nothing is asked; so are arguments whose key or job the server
-        refuses (400: past its length, an invisible character), the tool not run either. A
-        request without the key would stop the task (missing_operation_key) for what the
-        model can fix in its next turn, and the model gate and repeated_output still bound a
-        model that keeps making it.
+        tool does not run and nothing is asked. A request without the key would stop the task
+        (missing_operation_key) for what the model can fix in its next turn, and the model
+        gate and repeated_output still bound a model that keeps making it.
         """
         spec = self.spec(name)
         args = dict(args)
@@ -446,8 +444,9 @@ class Guard:
             self.report = stop.report
             raise
         except LoopwardenError as refused:
-            # The server refused what the arguments derived (a key past its length, an
-            # invisible character): the model's mistake too, and the tool did not run.
+            # The server refused what the arguments derived (400: a key past its length, an
+            # invisible character): the model's mistake too, answered to it as INVALID like
+            # a key it cannot derive; the tool did not run.
             derived = {"operation_key": "its operation key", "job_id": "the job it polls"}
             field = next((f for f in derived if f in refused.fields), None)
             if ran or refused.status != 400 or field is None:
