@@ -20,12 +20,15 @@ BAD_GATEWAY = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</bo
 
 class Proxy:
     """A reverse proxy before the live server, on one port: `failing` holds the path endings it
-    is to answer 502 the next time it sees them; `down()` and `up()` stop and restart it."""
+    is to answer 502 the next time it sees them, `dropping` those whose answer it is to drop
+    (the request reaches the server, the connection closes unanswered); `down()` and `up()`
+    stop and restart it."""
 
     def __init__(self, api: str) -> None:
         upstream = urlsplit(api)
         self.failing: list[str] = []
-        failing = self.failing
+        self.dropping: list[str] = []
+        failing, dropping = self.failing, self.dropping
 
         class Handler(BaseHTTPRequestHandler):
             def forward(self) -> None:
@@ -39,6 +42,10 @@ class Proxy:
                     self.command, f"{upstream.scheme}://{upstream.netloc}{self.path}",
                     headers=headers, content=body, timeout=30,
                 )  # fmt: skip
+                if lost := [suffix for suffix in dropping if self.path.endswith(suffix)]:
+                    dropping.remove(lost[0])
+                    self.close_connection = True
+                    return
                 self.answer(answer.status_code, answer.headers["Content-Type"], answer.content)
 
             def answer(self, status: int, content_type: str, body: bytes) -> None:
@@ -135,3 +142,21 @@ def test_a_writes_result_is_kept_when_the_server_is_down_longer_than_one_round_o
                              operation_key=key, inspect=committed)  # fmt: skip
     assert operation_state(operator, key) == "COMMITTED"
     assert again == {"success": True, "reused": True, "data": {"payment": key}}
+
+
+def test_a_result_whose_answers_were_all_lost_is_answered_by_the_first_that_arrived(
+    live, operator, proxy, unique
+):
+    """Every answer to a write's report lost (the report itself arrived and committed): the
+    resend without data under the same `request_id` is another body, which the server
+    refuses 409 REQUEST_ID_REUSED; raised, it failed a call whose write was committed."""
+    key = f"pay-{unique}"
+    with Client(proxy.url, live.agent_token, sleep=lambda seconds: None) as client:
+        session = client.session(client.create_task(f"pay, answers lost {unique}")["id"])
+        proxy.dropping.extend(["/result"] * client.max_throttle_tries)
+        message = session.tool("pay", {"invoice": unique}, lambda args: {"paid": key},
+                               effect="write", operation_key=key, inspect=committed)  # fmt: skip
+    assert message == {"success": True, "data": {"paid": key}}
+    assert operation_state(operator, key) == "COMMITTED"
+    [op] = [o for o in operator.list_operations() if o["key"] == key]
+    assert op["result"] == {"paid": key}

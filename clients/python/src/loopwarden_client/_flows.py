@@ -315,8 +315,9 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
     (413) or depth (BODY_TOO_DEEP), or with the connection dropped under it (a server that
     refuses a body before reading it may reset the connection), is sent once more without its
     data, the data's hash kept for the novelty rule; one that never reached the server (a
-    connection never made) is sent once more whole. Both under one `request_id`: a first that
-    did arrive answers both."""
+    connection never made) is sent once more whole. Both under one `request_id`: when the
+    first did arrive (409 REQUEST_ID_REUSED for the second), it is sent again for its kept
+    answer."""
     fields = {**report.result_fields(), "request_id": uuid.uuid4().hex}
     try:
         return (yield REQUESTS.report_result(
@@ -334,10 +335,20 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
         )
         if "data" not in fields or not too_large:
             raise
+    whole = dict(fields)
     fields["data_hash"] = report.data_hash or result_hash(fields["data"])  # the data as sent
     del fields["data"]
+    try:
+        return (yield REQUESTS.report_result(
+            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+        ))  # fmt: skip
+    except LoopwardenError as refused:
+        if refused.code != "REQUEST_ID_REUSED":
+            raise
+    # The first did arrive (only its answers were lost): asked again whole, it is answered
+    # the answer the server kept for it.
     return (yield REQUESTS.report_result(
-        task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+        task_id, tool_call, report.kind, duration_ms=duration_ms, **whole
     ))  # fmt: skip
 
 
