@@ -179,3 +179,21 @@ def test_a_result_that_completes_the_task_returns_and_keeps_the_report(lw):
     with pytest.raises(TaskStopped) as caught:  # sticky: the next gate repeats the report
         session.client.gate_model_call(session.task_id)
     assert caught.value.report == session.report
+
+
+def test_a_lone_surrogate_in_a_writes_result_commits_and_is_reused_as_it_was(lw):
+    """UTF-8 has no form for a lone surrogate: the client sends it as a JSON escape, and the
+    ledger (PostgreSQL's jsonb refuses its escape too) keeps it encoded and gives it back."""
+    session = lw.session(lw.create_task("export a cut emoji")["id"])
+    data = {"note": "paid \ud83d", "raw": "x\x00y"}
+
+    def committed(result: Any) -> dict:
+        return {"revision": 1, "done": False, "committed": True}
+
+    first = session.tool("export", {"n": 1}, lambda args: data, effect="write",
+                         operation_key="export-surrogate", inspect=committed)  # fmt: skip
+    again = session.tool("export", {"n": 1}, never, effect="write",
+                         operation_key="export-surrogate", inspect=committed)  # fmt: skip
+    assert first == {"success": True, "data": data}
+    assert Operation.objects.get(operation_key="export-surrogate").state == "COMMITTED"
+    assert again == {"success": True, "reused": True, "data": data}

@@ -310,6 +310,25 @@ def test_a_keyed_write_called_without_its_key_argument_is_answered_to_the_model(
     assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
 
 
+@pytest.mark.parametrize(
+    "invoice", ["I-" + "9" * 400, "I-1\u200b2"], ids=["key_too_long", "key_with_a_zero_width"]
+)
+def test_a_key_the_server_refuses_is_answered_to_the_model(lw, session, invoice):
+    """Arguments whose operation key the server refuses (past 300 characters, an invisible
+    character) are the model's mistake as a missing one is: they ended the whole run with a
+    400 LoopwardenError, the task left RUNNING."""
+    tools, s = Tools(), session()
+    _, agent = agent_for([[("pay", {"invoice": invoice, "amount": "1"})], "I need the number."],
+                         tools, LoopwardenMiddleware(s, tools=PAY))  # fmt: skip
+    result = agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
+    answer = result["messages"][-2]
+    assert answer.status == "error" and "INVALID_TOOL_ARGUMENTS" in answer.content
+    assert "operation key" in answer.content
+    assert tools.ran == [] and tool_decisions(lw, s.task_id) == []
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+
+
 def test_after_an_operators_resume_the_same_agent_calls_the_model_again(lw, operator, session):
     tools, s = Tools(), session(max_model_calls=2)
     guard = LoopwardenMiddleware(s, tools=PAY)
@@ -490,3 +509,36 @@ def test_a_handled_error_of_a_write_leaves_its_operation_unknown(lw, operator, s
         agent.invoke({"messages": [{"role": "user", "content": "pay it"}]})
     assert (caught.value.state, caught.value.reason) == ("NEEDS_HUMAN", "unknown_commit")
     assert operation_state(operator, f"pay-INV-{unique}") == "UNKNOWN"
+
+
+def test_a_read_answering_a_lone_surrogate_is_reported_and_the_run_finishes(lw, session):
+    """Text cut inside an emoji's surrogate pair has no UTF-8 form: hashing it for novelty
+    raised inside the tool call, which was reported NO_RESULT and failed the task."""
+    s = session()
+
+    @tool
+    def search(query: str) -> str:
+        """Search the knowledge base."""
+        return "Refunds take 5 days \ud83d"
+
+    model = ScriptedModel(script=[[SEARCH], "done"])
+    agent = create_agent(model, [search], middleware=[LoopwardenMiddleware(s)])
+    agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+    [call] = [c for c in lw.trace(s.task_id)["calls"] if c["type"] == "tool_call"]
+    assert (call["decision"], call["result_kind"]) == ("EXECUTE", "SUCCESS")
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")
+
+
+@pytest.mark.parametrize("text", ["Refunds take 5 days.\x00", "Refunds take 5 days \ud83d"],
+                         ids=["nul", "lone_surrogate"])  # fmt: skip
+def test_a_final_answer_the_database_cannot_hold_still_finishes_the_task(lw, session, text):
+    """The answer goes with `finish`, which the server refuses (400 UNSUPPORTED_TEXT) for a
+    NUL or a lone surrogate: the run that had ended well raised, its task left RUNNING until
+    its deadline. The answer is sent with U+FFFD in their place."""
+    tools, s = Tools(), session()
+    _, agent = agent_for([[SEARCH], text], tools, LoopwardenMiddleware(s))
+    result = agent.invoke({"messages": [{"role": "user", "content": "refund policy?"}]})
+    assert result["messages"][-1].content == text  # the agent's own answer is untouched
+    task = lw.get_task(s.task_id)
+    assert (task["state"], task["reason"]) == ("PARTIAL", "goal_unverified")

@@ -8,6 +8,8 @@ the flows. Nothing here is public API: import from `loopwarden_client`.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ import httpx
 
 from loopwarden_client._version import VERSION
 from loopwarden_client.errors import LoopwardenError, TaskStopped
-from loopwarden_client.types import JSON, STOP, check_evidence, drop_none
+from loopwarden_client.types import JSON, STOP, check_evidence, drop_none, whole
 
 # Called with (endpoint name, request body, response body) for every answer carrying a decision.
 DecisionHook = Callable[[str, JSON, JSON], None]
@@ -108,9 +110,21 @@ def unwrap_items(body: Any, key: str, status: int) -> list[JSON]:
 def parse_response(
     request: Request, response: httpx.Response, hook: DecisionHook | None = None
 ) -> Any:
-    """Decode an answer: raise on errors, report decisions to `hook`, raise TaskStopped on STOP."""
+    """Decode an answer: raise on errors, report decisions to `hook`, raise TaskStopped on STOP.
+
+    A redirect (a server deployed for HTTPS asked over plain HTTP) did nothing: it is raised,
+    never read as an empty answer, so a stop or a finish that changed nothing never looks done.
+    """
     if response.status_code >= 400:
         raise error_from_response(response)
+    if 300 <= response.status_code < 400:
+        where = response.headers.get("Location") or "another URL"
+        raise LoopwardenError(
+            response.status_code,
+            "REDIRECTED",
+            f"the server redirects this request to {where}; nothing was done. "
+            "Give the client the base URL it redirects to",
+        )
     if not response.content:
         return {}
     try:
@@ -127,12 +141,37 @@ def parse_response(
     return body
 
 
+def json_body(body: Any) -> bytes:
+    """A request's JSON body as UTF-8. A lone surrogate (text cut in the middle of an emoji's
+    pair, a file name decoded with surrogateescape) has no UTF-8 form: such a body is sent
+    with every non-ASCII character escaped, the JSON form the server reads and, in a tool's
+    result, stores encoded: a tool that ran must never be left unreported for its text."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def bearer(token: str) -> str:
+    """The Authorization header of `token`, read as a file holds it (a mounted secret ends with
+    a newline): spaces around it are not part of it. A token holding anything but visible
+    ASCII is refused here, by position only: httpx's own error quotes the whole header, and
+    with it the secret, into tracebacks and logs."""
+    token = token.strip()
+    bad = next((n for n, char in enumerate(token) if not "!" <= char <= "~"), None)
+    if bad is not None or not token:
+        where = f"at character {bad + 1}" if bad is not None else "it is empty"
+        raise ValueError(f"the token cannot be sent in an HTTP header ({where})")
+    return f"Bearer {token}"
+
+
 def http_options(base_url: str, token: str, timeout: float) -> JSON:
     return {
         # httpx appends relative paths to the base URL's path only if it ends with "/".
         "base_url": base_url.rstrip("/") + "/",
         "headers": {
-            "Authorization": f"Bearer {token}",
+            "Authorization": bearer(token),
             "Accept": "application/json",
             "User-Agent": USER_AGENT,
         },
@@ -224,11 +263,12 @@ class Api(Generic[D, L, A]):
         """Settle a model call with its real usage and the tool calls the model asked for.
 
         Answers `{"decision": "CONTINUE"}`; raises TaskStopped on STOP (e.g. repeated_output).
-        Always recorded by the server, even on a stopped task: the money was spent.
+        Always recorded by the server, even on a stopped task: the money was spent. Counts
+        given as floats (an estimate divided out) are sent rounded up to whole tokens.
         """
         body = drop_none(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            prompt_tokens=whole(prompt_tokens),
+            completion_tokens=whole(completion_tokens),
             tool_calls=[_model_tool_call(c) for c in tool_calls] if tool_calls else None,
             output_text=output_text,
         )
@@ -348,9 +388,21 @@ class Api(Generic[D, L, A]):
         return self._send(Request("unpause_agent", "POST", path, {"reason": reason}))
 
 
+def tool_args(args: Any) -> JSON:
+    """A tool call's arguments as an object. Given as the provider's JSON text (OpenAI's
+    `function.arguments`) they are read as JSON; anything that is no object goes as
+    `{"arguments": ...}`: a paid call's usage is reported, and a plan run, whatever form its
+    tool calls came in."""
+    args = args or {}
+    if isinstance(args, str):
+        with contextlib.suppress(ValueError):  # no JSON: sent as the text it is
+            args = json.loads(args)
+    return dict(args) if isinstance(args, Mapping) else {"arguments": args}
+
+
 def _model_tool_call(call: Mapping[str, Any]) -> JSON:
     """The `{name, args}` part of a tool call the model asked for, as the usage report wants."""
-    return {"name": call["name"], "args": dict(call.get("args") or {})}
+    return {"name": call["name"], "args": tool_args(call.get("args"))}
 
 
 class _RequestBuilder(Api[Request, Request, Request]):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
@@ -28,9 +29,10 @@ from loopwarden_client._core import (
     DecisionHook,
     Request,
     parse_response,
+    tool_args,
     unwrap_items,
 )
-from loopwarden_client._retry import DEFAULT_RETRY, RetryPolicy
+from loopwarden_client._retry import DEFAULT_RETRY, UNSENT, RetryPolicy
 from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.novelty import result_hash
 from loopwarden_client.types import (
@@ -173,7 +175,8 @@ def send_flow(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -
     """One request as the clients send it: the driver's `send` transmits it and hands back the
     HTTP response, sent again as long as `retry` says so (a refusal the server rolled back, a
     connection never made, a decision's lost answer), and read by `parse_response`. A paginated
-    request (`request.pages`) follows every `next` link and answers every page's items together."""
+    request (`request.pages`) follows every `next` link (its query, on the request's own path) and
+    answers every page's items together."""
     if not request.pages:
         return (yield from _sent(request, retry, hook))
     page = replace(request, items=None)
@@ -190,10 +193,17 @@ def send_flow(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -
         link = body.get("next")
         if not link:
             break
-        page = replace(page, path=str(link), params=None)  # the link carries the query
+        page = replace(page, params=_query(link))
     if request.items is not None:
         return unwrap_items(whole, request.items, 200)
     return whole
+
+
+def _query(link: Any) -> dict[str, str]:
+    """A `next` link's query, sent on the request's own path: the link names the host the
+    server believes it has (behind a proxy that rewrites `Host`, one the client never chose),
+    and the pages, the token with them, go only where the base URL says."""
+    return dict(parse_qsl(urlsplit(str(link)).query, keep_blank_values=True))
 
 
 def _sent(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -> Flow[Any]:
@@ -206,7 +216,7 @@ def _sent(request: Request, retry: RetryPolicy, hook: DecisionHook | None) -> Fl
             if delay is None:
                 raise
         else:
-            delay = retry.after_refusal(response, tries)
+            delay = retry.after_refusal(response, tries, request)
             if delay is None:
                 return parse_response(request, response, hook)
         yield Sleep(delay)
@@ -304,10 +314,18 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
     write must reach the ledger): a report the server cannot take whole, refused for its size
     (413) or depth (BODY_TOO_DEEP), or with the connection dropped under it (a server that
     refuses a body before reading it may reset the connection), is sent once more without its
-    data, the data's hash kept for the novelty rule. Both under one `request_id`: a first that
-    did arrive answers both."""
+    data, the data's hash kept for the novelty rule; one that never reached the server (a
+    connection never made) is sent once more whole. Both under one `request_id`: when the
+    first did arrive (409 REQUEST_ID_REUSED for the second), it is sent again for its kept
+    answer."""
     fields = {**report.result_fields(), "request_id": uuid.uuid4().hex}
     try:
+        return (yield REQUESTS.report_result(
+            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+        ))  # fmt: skip
+    except UNSENT:
+        # The server was not there (restarting past one round of sends): the body was never
+        # the matter, so one more round sends it whole; the ledger keeps the result.
         return (yield REQUESTS.report_result(
             task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
         ))  # fmt: skip
@@ -317,10 +335,20 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
         )
         if "data" not in fields or not too_large:
             raise
-    fields["data_hash"] = report.data_hash or result_hash(report.data)
+    whole = dict(fields)
+    fields["data_hash"] = report.data_hash or result_hash(fields["data"])  # the data as sent
     del fields["data"]
+    try:
+        return (yield REQUESTS.report_result(
+            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+        ))  # fmt: skip
+    except LoopwardenError as refused:
+        if refused.code != "REQUEST_ID_REUSED":
+            raise
+    # The first did arrive (only its answers were lost): asked again whole, it is answered
+    # the answer the server kept for it.
     return (yield REQUESTS.report_result(
-        task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
+        task_id, tool_call, report.kind, duration_ms=duration_ms, **whole
     ))  # fmt: skip
 
 
@@ -425,7 +453,7 @@ def run_flow(
             if step.done or not step.tool_calls:  # no tool asked for: the final answer
                 return (yield REQUESTS.finish(task_id, evidence=step.evidence, answer=step.answer))
             for call in step.tool_calls:
-                name, args = call["name"], dict(call.get("args") or {})
+                name, args = call["name"], tool_args(call.get("args"))
                 outcome = yield from tool_flow(
                     task_id,
                     name,

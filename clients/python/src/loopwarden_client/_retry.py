@@ -22,6 +22,9 @@ RESENDABLE = frozenset(
     {(429, "THROTTLED"), (503, "DATABASE_UNAVAILABLE"), (409, "OPERATION_CONTENDED")}
 )
 RESENDABLE_STATUSES = frozenset(status for status, _ in RESENDABLE)  # the body is read for these
+# A gateway's own page (a proxy before a backend that restarts, or answers too slowly): no
+# envelope, so nothing says whether the backend decided. Sent again as a lost answer is.
+GATEWAY_STATUSES = frozenset({502, 503, 504})
 # A connection that could not be made: the request never reached the server, so sending it
 # again is safe whatever it is (a server restarting, a load balancer between two backends).
 UNSENT = (httpx.ConnectError, httpx.ConnectTimeout)
@@ -35,8 +38,9 @@ class RetryPolicy:
     Retry-After (`default_wait_seconds` without one; one longer than `max_throttle_seconds` is
     raised), a connection never made after `first_reconnect_seconds`, doubling. A decision
     carries a `request_id` of its own, the same on every send, so one whose answer was lost
-    (a read timeout, a dropped connection) is sent again too: the server answers the repeat
-    with the first answer and counts nothing. Any other request's lost answer is raised.
+    (a read timeout, a dropped connection, a proxy's 502, 503 or 504 page) is sent again too:
+    the server answers the repeat with the first answer and counts nothing. Any other
+    request's lost answer is raised.
     A WAIT is asked again after the server's `retry_after_ms`, doubling up to
     `max_wait_seconds`, up to the session's `max_wait_tries` asks.
     """
@@ -54,13 +58,22 @@ class RetryPolicy:
             return request
         return replace(request, body={**(request.body or {}), "request_id": uuid.uuid4().hex})
 
-    def after_refusal(self, response: httpx.Response, tries: int) -> float | None:
+    def after_refusal(
+        self, response: httpx.Response, tries: int, request: Request | None = None
+    ) -> float | None:
         """Seconds to wait before sending a refused request again, or None to read the answer
-        (an error then raises as a `LoopwardenError`)."""
+        (an error then raises as a `LoopwardenError`). A gateway's page without the API's
+        envelope answering a decision is a lost answer (see `after_lost`)."""
         status = response.status_code
-        if status not in RESENDABLE_STATUSES or tries >= self.max_tries:
+        resendable = status in RESENDABLE_STATUSES or status in GATEWAY_STATUSES
+        if not resendable or tries >= self.max_tries:
             return None
-        if (status, error_from_response(response).code) not in RESENDABLE:
+        code = error_from_response(response).code
+        if status in GATEWAY_STATUSES and code == f"HTTP_{status}":
+            if request is not None and request.decision:
+                return self.first_reconnect_seconds * 2 ** (tries - 1)
+            return None
+        if (status, code) not in RESENDABLE:
             return None
         delay = retry_after_seconds(response.headers.get("Retry-After"))
         if delay is None:

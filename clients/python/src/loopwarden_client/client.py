@@ -30,6 +30,7 @@ from loopwarden_client._core import (
     DecisionHook,
     Request,
     http_options,
+    json_body,
 )
 from loopwarden_client._flows import (
     Flow,
@@ -90,8 +91,14 @@ class _Shell(Api[D, L, A]):
 
     def _transmit(self, request: Request) -> Any:
         """The HTTP response (a coroutine of it, for the async client)."""
+        if request.body is None:
+            return self._http.request(request.method, request.path, params=request.params)
         return self._http.request(
-            request.method, request.path, json=request.body, params=request.params
+            request.method,
+            request.path,
+            content=json_body(request.body),
+            headers={"Content-Type": "application/json"},
+            params=request.params,
         )
 
 

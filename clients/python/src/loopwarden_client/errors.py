@@ -8,10 +8,11 @@ from typing import Any
 
 
 class LoopwardenError(Exception):
-    """The API refused the request (HTTP 4xx/5xx), e.g. a bad envelope, a 404 or a 409.
+    """The API refused the request (HTTP 4xx/5xx, or a redirect), e.g. a bad envelope, a 404.
 
-    `code` is the error envelope's code (`TRIGGER_LOOP` on a 429 at task creation) or
-    `HTTP_<status>` when the answer carried no envelope; `fields` maps field names to problems.
+    `code` is the error envelope's code (`TRIGGER_LOOP` on a 429 at task creation),
+    `HTTP_<status>` when the answer carried no envelope, or `REDIRECTED` for a 3xx (the server
+    did nothing: its URL is another); `fields` maps field names to problems.
     """
 
     def __init__(
@@ -22,6 +23,11 @@ class LoopwardenError(Exception):
         self.code = code
         self.message = message
         self.fields: dict[str, Any] = dict(fields or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Four arguments: the default pickling (the message alone) cannot rebuild it, and a
+        # process pool that got it from a worker broke whole instead of raising it.
+        return (type(self), (self.status, self.code, self.message, self.fields))
 
 
 class TaskStopped(Exception):

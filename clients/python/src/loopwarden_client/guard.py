@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypedDict
@@ -42,7 +43,7 @@ from typing import Any, TypedDict
 from loopwarden_client._core import REQUESTS
 from loopwarden_client._flows import Flow, Invoke, adrive
 from loopwarden_client.client import AsyncTaskSession, TaskSession
-from loopwarden_client.errors import TaskStopped
+from loopwarden_client.errors import LoopwardenError, TaskStopped
 from loopwarden_client.novelty import result_hash
 from loopwarden_client.types import (
     COMPLETED,
@@ -59,6 +60,9 @@ from loopwarden_client.types import (
 )
 
 MAX_ANSWER = 4000  # characters of the final answer sent with `finish`
+# What the server's database cannot hold (NUL, lone surrogates), refused in a finish's answer
+# (400 UNSUPPORTED_TEXT): the answer is the agent's words for a person, sent with U+FFFD there.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def answer_text(output: Any) -> str:
@@ -428,11 +432,17 @@ class Guard:
                 task = yield REQUESTS.get_task(self.task_id)
                 self._revision = int(task.get("revision") or 0)
             inspect = _commit_evidence(spec, self._revision)
+        ran: list[bool] = []
+
+        def run(args: Mapping[str, Any]) -> Any:
+            ran.append(True)
+            return (execute if self.evidence is not None else _with_data_hash(execute))(args)
+
         try:
             outcome = yield from self.session.tool_flow(
                 name,
                 args,
-                execute if self.evidence is not None else _with_data_hash(execute),
+                run,
                 effect=spec.effect,
                 operation_key=operation_key,
                 job_id=job_id,
@@ -442,6 +452,16 @@ class Guard:
         except TaskStopped as stop:
             self.report = stop.report
             raise
+        except LoopwardenError as refused:
+            # The server refused what the arguments derived (400: a key past its length, an
+            # invisible character): the model's mistake too, answered to it as INVALID like
+            # a key it cannot derive; the tool did not run.
+            derived = {"operation_key": "its operation key", "job_id": "the job it polls"}
+            field = next((f for f in derived if f in refused.fields), None)
+            if ran or refused.status != 400 or field is None:
+                raise
+            mistake = InvalidArguments(derived[field], ValueError(refused.fields[field]))
+            return ToolOutcome(mistake.tool_message(name), INVALID)
         if outcome.report is not None:
             self.report = outcome.report
         return outcome
@@ -449,10 +469,11 @@ class Guard:
     def finish(self, answer: str | None) -> Flow[JSON | None]:
         """The run ended with the agent's final answer: finish the task with the verifier's
         latest evidence (COMPLETED if it says done, else PARTIAL/goal_unverified) and keep
-        its report. Nothing is asked when the task already ended or `keep_open` is set."""
+        its report. Nothing is asked when the task already ended or `keep_open` is set. The
+        answer's text the database cannot hold (NUL, a lone surrogate) is sent as U+FFFD."""
         if self.keep_open or self.report is not None:
             return None
-        answer = answer[:MAX_ANSWER] if answer else None
+        answer = _UNSTORABLE.sub("\ufffd", answer[:MAX_ANSWER]) if answer else None
         task = yield REQUESTS.finish(self.task_id, evidence=self.verified, answer=answer)
         self.report = task.get("report")
         return task

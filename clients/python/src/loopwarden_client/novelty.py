@@ -110,7 +110,9 @@ def effective_data(
 def result_hash(
     data: Any, ignore_result_fields: Iterable[str] = (), *, volatile_keys: bool = True
 ) -> str:
-    """sha256 of the canonical JSON (keys sorted, compact, UTF-8) of the effective data."""
+    """sha256 of the canonical JSON (keys sorted, compact, UTF-8) of the effective data. A
+    lone surrogate (text cut inside an emoji's pair), which UTF-8 has no form for, is hashed
+    by its code unit: a result is hashed whatever text it holds, never refused here."""
     kept = effective_data(data, ignore_result_fields, volatile_keys=volatile_keys)
     text = json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, time
@@ -37,14 +38,24 @@ def jsonable(value: Any) -> Any:
 
     The tool already ran, so its result must reach the server whatever it holds: a Decimal is
     sent as its exact text, a date or time in ISO 8601, a UUID as text, a pydantic model or
-    dataclass-like object by its `model_dump()` or `dict()`, anything else by its repr. A float
-    JSON has no number for (NaN, Infinity, -Infinity) is sent as that name, as text: sent as
-    is, the whole report would be refused.
+    dataclass-like object by its `model_dump()` or `dict()`, anything else by its repr (its
+    type's name when the repr raises). A float JSON has no number for (NaN, Infinity,
+    -Infinity) is sent as that name, as text: sent as is, the whole report would be refused.
     """
     try:
         return json.loads(json.dumps(value, default=_fallback), parse_constant=str)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested past the limit
+        return _text(value)
+
+
+def _text(value: Any) -> str:
+    """The last resort: a value's repr, or its type's name when even that raises (an int past
+    Python's 4300 digits, an object whose repr needs what is gone, a tree past the recursion
+    limit)."""
+    try:
         return repr(value)
+    except Exception:  # noqa: BLE001 - the tool ran: its result is reported whatever it is
+        return f"<{type(value).__qualname__} without a text form>"
 
 
 def _fallback(value: Any) -> Any:
@@ -61,7 +72,29 @@ def _fallback(value: Any) -> Any:
                 return method()
             except Exception:  # noqa: BLE001 - a best effort at a JSON form
                 break
-    return repr(value)
+    return _text(value)
+
+
+def whole(number: Any) -> Any:
+    """A finite float or Decimal count rounded up to an int; anything else as it is."""
+    if isinstance(number, float | Decimal) and math.isfinite(number):
+        return math.ceil(number)
+    return number
+
+
+MAX_ERROR = 2000  # characters of a result's `error` sent (a tool's exception, a handed-back one)
+
+
+def _cut(text: str | None) -> str | None:
+    """An error as long as a person reads: an exception that carries a whole response body
+    would make the report too large to take (413), and a tool that ran must be reported."""
+    if text is None or len(text) <= MAX_ERROR:
+        return text
+    return f"{text[:MAX_ERROR]}… ({len(text)} characters)"
+
+
+def _str(text: Any) -> str | None:
+    return None if text is None else text if isinstance(text, str) else _text(text)
 
 
 def check_evidence(evidence: Mapping[str, Any] | None) -> None:
@@ -94,16 +127,20 @@ class ToolReport:
         check_evidence(self.evidence)
 
     def result_fields(self) -> JSON:
-        """The result endpoint's fields besides `kind`, as JSON (see `jsonable`)."""
+        """The result endpoint's fields besides `kind`, as JSON (see `jsonable`). The tool ran,
+        so the counts and texts go as the API takes them, however Python let them be written:
+        a float wait or attempts rounded up to whole ones (a wait stays above zero), a job id,
+        code or error that is no text (an int, an exception) as its text, an error past
+        `MAX_ERROR` characters cut there."""
         return drop_none(
             data=jsonable(self.data),
             evidence=jsonable(dict(self.evidence)) if self.evidence is not None else None,
-            wait_ms=self.wait_ms,
-            job_id=self.job_id,
-            attempts=self.attempts,
-            code=self.code,
-            error=self.error,
-            data_hash=self.data_hash,
+            wait_ms=whole(self.wait_ms),
+            job_id=_str(self.job_id),
+            attempts=whole(self.attempts),
+            code=_str(self.code),
+            error=_cut(_str(self.error)),
+            data_hash=_str(self.data_hash),
         )
 
     def tool_message(self) -> JSON:
