@@ -161,6 +161,15 @@ def test_loopwarden_simulator_false_runs_without_the_simulator(clean_env, tmp_pa
     assert "simulator.1" not in text and "simulated agent" not in text
 
 
+def dev_reset(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`./dev reset` with this test run's virtualenv."""
+    venv = Path(sys.executable).parent.parent
+    return subprocess.run(
+        [str(ROOT / "dev"), "reset"], env={**env, "LOOPWARDEN_VENV": str(venv)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
 def test_dev_reset_removes_the_demo_state(clean_env, tmp_path):  # noqa: F811
     data_dir = Path(clean_env["LOOPWARDEN_DATA_DIR"])
     data_dir.mkdir(parents=True)
@@ -168,11 +177,7 @@ def test_dev_reset_removes_the_demo_state(clean_env, tmp_path):  # noqa: F811
     (data_dir / "demo-agent.token").write_text("x")
     (data_dir / "broker").mkdir()
     (data_dir / "broker" / "message").write_text("x")
-    venv = Path(sys.executable).parent.parent
-    result = subprocess.run(
-        [str(ROOT / "dev"), "reset"], env={**clean_env, "LOOPWARDEN_VENV": str(venv)},
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = dev_reset(clean_env)
 
     assert result.returncode == 0, result.stderr
     assert not (data_dir / "loopwarden.sqlite3").exists() and not (data_dir / "broker").exists()
@@ -181,12 +186,8 @@ def test_dev_reset_removes_the_demo_state(clean_env, tmp_path):  # noqa: F811
 
 def test_dev_reset_refuses_while_dev_run_runs_on_its_data(dev_server, clean_env):  # noqa: F811
     url, data_dir = dev_server
-    venv = Path(sys.executable).parent.parent
 
-    result = subprocess.run(
-        [str(ROOT / "dev"), "reset"], env={**clean_env, "LOOPWARDEN_VENV": str(venv)},
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    result = dev_reset(clean_env)
 
     assert result.returncode == 1, result.stdout
     assert "./dev run" in result.stderr and "removed" not in result.stdout

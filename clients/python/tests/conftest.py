@@ -21,9 +21,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -64,6 +65,32 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def start_gunicorn(
+    env: dict[str, str], *options: str, output: Any, failed: Callable[[], str]
+) -> tuple[subprocess.Popen, str]:
+    """gunicorn serving the repository's Loopwarden with `env`, once it answers HTTP: its
+    process (a session of its own, to stop as a group) and the API's URL. `failed()` says why
+    when it exits or does not answer within a minute."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [PYTHON, "-m", "gunicorn", "loopwarden.wsgi:application", "--bind",
+         f"127.0.0.1:{port}", *options],
+        cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    api = f"http://127.0.0.1:{port}/api/v1/"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(api + "tasks", timeout=2)
+            return process, api
+        except httpx.HTTPError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGTERM)
+                raise RuntimeError(failed()) from None
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="session")
 def live() -> Iterator[LiveServer]:
     if not (ROOT / "manage.py").exists():
@@ -83,24 +110,11 @@ def live() -> Iterator[LiveServer]:
         agent = _manage(env, "create_agent", "adapter-bot", "--profile", "novelty")
         strict = _manage(env, "create_agent", "strict-bot", "--profile", "default")
         operator = _manage(env, "create_operator", "olivia", "--password", "pw")
-        port = _free_port()
         log = open(data_dir / "server.log", "wb")  # noqa: SIM115 - the child keeps it
-        process = subprocess.Popen(
-            [PYTHON, "-m", "gunicorn", "loopwarden.wsgi:application", "--bind",
-             f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--timeout", "60",
-             "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        process, api = start_gunicorn(
+            env, "--workers", "2", "--threads", "4", "--timeout", "60", "--log-level", "warning",
+            output=log, failed=lambda: (data_dir / "server.log").read_text()[-3000:],
         )  # fmt: skip
-        api = f"http://127.0.0.1:{port}/api/v1/"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(api + "tasks", timeout=2)
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((data_dir / "server.log").read_text()[-3000:]) from None
-                time.sleep(0.2)
         yield LiveServer(api, agent, strict, operator)
     finally:
         if process is not None and process.poll() is None:

@@ -8,13 +8,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import PYTHON, ROOT, _free_port
+from conftest import start_gunicorn
 from loopwarden_client import Client, LoopwardenError
 
 
@@ -31,24 +29,16 @@ def https_only(tmp_path_factory) -> Iterator[str]:
         "SECRET_KEY": "redirect-tests-only",
         "DEBUG": "false",
     }
-    port = _free_port()
-    process = subprocess.Popen(
-        [PYTHON, "-m", "gunicorn", "loopwarden.wsgi:application", "--bind",
-         f"127.0.0.1:{port}", "--workers", "1", "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
-    api = f"http://127.0.0.1:{port}/api/v1/"
+    process, api = start_gunicorn(
+        env,
+        "--workers",
+        "1",
+        "--log-level",
+        "warning",
+        output=subprocess.DEVNULL,
+        failed=lambda: "the HTTPS-only server did not start",
+    )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(api + "tasks", timeout=2)
-                break
-            except httpx.HTTPError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTPS-only server did not start") from None
-                time.sleep(0.2)
         yield api
     finally:
         os.killpg(process.pid, signal.SIGTERM)
