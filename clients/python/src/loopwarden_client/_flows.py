@@ -319,16 +319,13 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
     first did arrive (409 REQUEST_ID_REUSED for the second), it is sent again for its kept
     answer."""
     fields = {**report.result_fields(), "request_id": uuid.uuid4().hex}
+    send = partial(REQUESTS.report_result, task_id, tool_call, report.kind, duration_ms=duration_ms)
     try:
-        return (yield REQUESTS.report_result(
-            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
-        ))  # fmt: skip
+        return (yield send(**fields))
     except UNSENT:
         # The server was not there (restarting past one round of sends): the body was never
         # the matter, so one more round sends it whole; the ledger keeps the result.
-        return (yield REQUESTS.report_result(
-            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
-        ))  # fmt: skip
+        return (yield send(**fields))
     except (LoopwardenError, httpx.TransportError) as failed:
         too_large = not isinstance(failed, LoopwardenError) or (
             failed.status == 413 or failed.code == "BODY_TOO_DEEP"
@@ -339,17 +336,13 @@ def _reported(task_id: str, tool_call: int, report: ToolReport, duration_ms: int
     fields["data_hash"] = report.data_hash or result_hash(fields["data"])  # the data as sent
     del fields["data"]
     try:
-        return (yield REQUESTS.report_result(
-            task_id, tool_call, report.kind, duration_ms=duration_ms, **fields
-        ))  # fmt: skip
+        return (yield send(**fields))
     except LoopwardenError as refused:
         if refused.code != "REQUEST_ID_REUSED":
             raise
     # The first did arrive (only its answers were lost): asked again whole, it is answered
     # the answer the server kept for it.
-    return (yield REQUESTS.report_result(
-        task_id, tool_call, report.kind, duration_ms=duration_ms, **whole
-    ))  # fmt: skip
+    return (yield send(**whole))
 
 
 def usage_flow(call: ModelCall, error: BaseException | None) -> Flow[bool]:
