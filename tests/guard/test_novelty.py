@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.conf import settings
 from loopwarden_client import novelty as shared
 
 from agents.guard import fingerprint
@@ -144,3 +147,13 @@ def test_the_server_hashes_with_the_client_librarys_rules():
         for fields_, volatile in (((), True), (("meta.shard", "a.b"), True), (("rows",), False)):
             server = result_hash(data, ResultRules.of(fields_, volatile_keys=volatile))
             assert shared.result_hash(data, fields_, volatile_keys=volatile) == server
+
+
+def test_the_typescript_client_leaves_out_the_same_volatile_keys():
+    """The TypeScript client's twin of the hash (`clients/typescript/src/novelty.ts`) cannot
+    import the Python list: it holds a copy, which must name the same keys in the same order,
+    or a result it sends without its data would hash otherwise than the server's."""
+    source = (settings.BASE_DIR / "clients/typescript/src/novelty.ts").read_text()
+    listed = source.split("export const VOLATILE_KEYS: readonly string[] = [", 1)[1]
+    listed = listed.split("];", 1)[0]
+    assert re.findall(r'"([^"]*)"', listed) == list(shared.VOLATILE_KEYS)

@@ -3,7 +3,7 @@
  * `loopwarden_client.novelty`): sha256 of the canonical JSON (keys sorted, compact, UTF-8) of a
  * result's data without its volatile keys. A result sent with its data is hashed by the server;
  * one sent without it (too large or too deep to store) carries this hash, so a new result still
- * counts as progress. Keep `VOLATILE_KEYS` in step with the Python client's.
+ * counts as progress. `VOLATILE_KEYS` is the Python client's list, copied (a test holds them equal).
  */
 
 import { createHash } from "node:crypto";
